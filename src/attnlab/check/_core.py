@@ -1,0 +1,126 @@
+"""The machinery behind every exercise check.
+
+A check runs the student's function on a list of :class:`Case` s and prints one line:
+
+* ``✅ name: all N cases passed``
+* ``❌ name: case 'label' — input ..., got ..., expected ... — hint: ...``
+* ``⏳ name: not implemented yet`` (the stub still raises ``NotImplementedError``)
+
+It raises :class:`CheckFailed` only in strict mode (``ATTNLAB_STRICT=1``, which
+``make book`` and ``make test`` set), so the book's own solutions are verified while
+students in a notebook just read the line and try again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["Case", "CheckFailed", "run_check", "strict_mode", "close"]
+
+
+class CheckFailed(AssertionError):
+    """Raised by a failing check in strict mode."""
+
+
+@dataclass
+class Case:
+    """One input for the student's function and the answer it should give."""
+
+    label: str  # a short name shown to the student, e.g. "logits x 1000"
+    args: tuple  # positional arguments for the student's function
+    expected: Any  # the reference answer (tensor, number, tuple of tensors, ...)
+    hint: str = ""  # what usually goes wrong when this case fails
+    kwargs: dict = field(default_factory=dict)
+
+
+def strict_mode() -> bool:
+    """True when checks should raise (``ATTNLAB_STRICT`` set to 1/true/yes)."""
+    return os.environ.get("ATTNLAB_STRICT", "0").lower() in ("1", "true", "yes")
+
+
+def _short(x: Any, width: int = 90) -> str:
+    if isinstance(x, torch.Tensor):
+        t = x.detach().cpu()
+        with torch.no_grad():
+            body = str(t.tolist() if t.numel() <= 12 else t.flatten()[:8].tolist())
+        if t.numel() > 12:
+            body = body[:-1] + ", ...]"
+        text = f"tensor{tuple(t.shape)} {body}" if t.dim() else body
+        if t.is_floating_point() and t.numel() <= 12:
+            vals = ", ".join(f"{v:.4g}" for v in t.flatten().tolist())
+            text = f"tensor{tuple(t.shape)} [{vals}]"
+    elif isinstance(x, (tuple, list)):
+        text = "(" + ", ".join(_short(e, width) for e in x) + ")"
+    else:
+        text = repr(x)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """Do ``got`` and ``expected`` agree (tensors, numbers, or tuples of them)?"""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            return False
+        if got.dtype == torch.bool or expected.dtype == torch.bool:
+            return bool(torch.equal(got.bool(), expected.bool()))
+        g = got.detach().double().cpu()
+        e = expected.detach().double().cpu()
+        if torch.isnan(g).any():
+            return False
+        return bool(torch.allclose(g, e, atol=atol, rtol=rtol, equal_nan=False))
+    if isinstance(expected, (tuple, list)):
+        return (
+            isinstance(got, (tuple, list))
+            and len(got) == len(expected)
+            and all(close(g, e, atol, rtol) for g, e in zip(got, expected))
+        )
+    if isinstance(expected, float):
+        try:
+            return abs(float(got) - expected) <= atol + rtol * abs(expected)
+        except (TypeError, ValueError):
+            return False
+    return got == expected
+
+
+def run_check(
+    name: str,
+    fn: Callable,
+    cases: Sequence[Case],
+    compare: Callable[[Any, Any], bool] = close,
+) -> bool:
+    """Run ``fn`` on every case, print one line, return True if all passed."""
+    if not callable(fn):
+        return _report(name, False, f"expected a function, got {type(fn).__name__}")
+    for case in cases:
+        try:
+            got = fn(*case.args, **case.kwargs)
+        except NotImplementedError:
+            return _report(name, False, "not implemented yet", pending=True)
+        except Exception as err:  # the student's code raised: show it as the answer
+            got = f"{type(err).__name__}: {err}"
+            ok = False
+        else:
+            ok = compare(got, case.expected)
+        if not ok:
+            msg = (
+                f"case '{case.label}' — input {_short(case.args)}, got {_short(got)}, "
+                f"expected {_short(case.expected)}"
+            )
+            if case.hint:
+                msg += f" — hint: {case.hint}"
+            return _report(name, False, msg)
+    return _report(name, True, f"all {len(cases)} cases passed")
+
+
+def _report(name: str, ok: bool, msg: str, pending: bool = False) -> bool:
+    mark = "✅" if ok else ("⏳" if pending else "❌")
+    line = f"{mark} {name}: {msg}"
+    print(line)
+    if not ok and strict_mode():
+        raise CheckFailed(line)
+    return ok

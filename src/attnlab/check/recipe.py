@@ -1,0 +1,3 @@
+"""Checks for chapter 2, "The attention recipe"."""
+
+__all__: list[str] = []

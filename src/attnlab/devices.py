@@ -1,0 +1,36 @@
+"""Which device to compute on.
+
+Everything in :mod:`attnlab` follows the device and dtype of its inputs; this module only
+answers "what is the best device here?" for code that creates tensors from scratch
+(chapters, benchmarks, tests).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["device", "available_devices"]
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def device() -> torch.device:
+    """The best available device: ``cuda``, then ``mps``, then ``cpu``."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if _mps_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def available_devices() -> list[torch.device]:
+    """Every device the tests should run on: always ``cpu``, plus ``cuda``/``mps``."""
+    devs = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        devs.append(torch.device("cuda"))
+    if _mps_available():
+        devs.append(torch.device("mps"))
+    return devs

@@ -1,0 +1,90 @@
+"""Attention masks, one convention everywhere: boolean ``True`` = may attend.
+
+This is the convention of :func:`torch.nn.functional.scaled_dot_product_attention`.
+(:class:`torch.nn.MultiheadAttention` uses the opposite for its boolean masks: there
+``True`` means "masked out".) A float mask is *added* to the scores: ``0`` where a key may
+be attended, a large negative number (``-inf``, or in older code ``-10000``) where not.
+
+Shapes: T queries, S keys. A mask broadcasts against scores of shape ``(..., T, S)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "to_additive",
+    "apply_mask",
+    "check_mask",
+]
+
+
+def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
+    """Lower-triangular boolean mask ``(T, S)``: query ``i`` may attend keys ``j <= i``.
+
+    The triangle is aligned to the top left, as ``is_causal`` in
+    :func:`torch.nn.functional.scaled_dot_product_attention`: query ``i`` sees keys
+    ``0..i`` for any S.
+    """
+    S = T if S is None else S
+    if T < 1 or S < 1:
+        raise ValueError(f"causal_mask needs T >= 1 and S >= 1, got T={T}, S={S}")
+    return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
+
+
+def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
+    """Boolean key mask ``(B, S)``: ``True`` on the first ``lengths[b]`` positions.
+
+    Use it as ``mask[:, None, :]`` for scores ``(B, T, S)`` or ``mask[:, None, None, :]``
+    for per-head scores ``(B, H, T, S)``.
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}")
+    if lengths.numel() and int(lengths.min()) < 0:
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    S = int(lengths.max()) if S is None else S
+    if lengths.numel() and int(lengths.max()) > S:
+        raise ValueError(f"a length exceeds S={S}: {lengths.tolist()}")
+    return torch.arange(S, device=lengths.device) < lengths[:, None]  # (B, S)
+
+
+def to_additive(mask: torch.Tensor, mask_value: float = float("-inf"), dtype=None):
+    """Boolean mask (``True`` = may attend) -> float mask to add to the scores.
+
+    ``mask_value`` is what blocked positions get: ``-inf`` (exact zeros after softmax) or a
+    finite stand-in such as the ``-10000`` of early BERT code, which is *not* always
+    enough (scaled-up scores, float16).
+    """
+    if mask.dtype != torch.bool:
+        raise TypeError(f"to_additive expects a boolean mask, got dtype {mask.dtype}")
+    dtype = dtype or torch.get_default_dtype()
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill(~mask, mask_value)
+
+
+def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> None:
+    """Raise a clear error unless ``mask`` broadcasts to ``scores`` (..., T, S)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    try:
+        torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores of "
+            f"shape {tuple(scores.shape)} (..., T, S)"
+        ) from None
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"{name} must be bool (True = may attend) or float (added)")
+
+
+def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Scores with the mask applied: boolean -> ``-inf`` where ``False``; float -> added."""
+    if mask is None:
+        return scores
+    check_mask(mask, scores)
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, float("-inf"))
+    return scores + mask.to(scores.dtype)

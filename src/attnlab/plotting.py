@@ -1,0 +1,66 @@
+"""Small plotting helpers shared by the chapters (matplotlib only)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import torch
+
+__all__ = ["heatmap", "bars"]
+
+
+def _np(x):
+    return x.detach().cpu().float().numpy() if isinstance(x, torch.Tensor) else x
+
+
+def heatmap(
+    weights,
+    xlabels=None,
+    ylabels=None,
+    ax=None,
+    title=None,
+    xlabel="keys",
+    ylabel="queries",
+    annotate=None,
+    vmin=0.0,
+    vmax=None,
+    cmap="viridis",
+):
+    """Draw a (T, S) weight matrix: rows are queries, columns are keys."""
+    w = _np(weights)
+    if w.ndim != 2:
+        raise ValueError(f"heatmap expects a 2-D (T, S) matrix, got shape {w.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.5 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.2))
+    im = ax.imshow(w, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    if xlabels is not None:
+        ax.set_xticks(range(len(xlabels)), list(xlabels), rotation=60, ha="right")
+    if ylabels is not None:
+        ax.set_yticks(range(len(ylabels)), list(ylabels))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = w.size <= 64
+    if annotate:
+        top = w.max() if vmax is None else vmax
+        for i in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if w[i, j] > 0.6 * top else "white")
+    return im
+
+
+def bars(values, labels=None, ax=None, title=None, ylim=None, color="C0"):
+    """Bar chart of a 1-D vector (e.g. one row of attention weights)."""
+    v = _np(values)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 2.5))
+    ax.bar(range(len(v)), v, color=color)
+    if labels is not None:
+        ax.set_xticks(range(len(v)), list(labels))
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title)
+    return ax
