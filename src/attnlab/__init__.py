@@ -4,24 +4,21 @@ Every chapter of the book imports this package; every from-scratch idea in a cha
 asserted equal to the code here, and the code here is tested against PyTorch and the
 ``entmax`` package. Shape legend: B batch, H heads, T queries, S keys/values, D model
 width, Dh head width. Masks: boolean ``True`` = may attend.
+
+Each module's public names (its ``__all__``) are re-exported here, so chapters write
+``attnlab.sparsemax(x)`` or ``attnlab.MultiHeadAttention(...)``.
 """
 
 from __future__ import annotations
 
-from . import check, masking, mappings, scoring
-from .attention import attend
-from .devices import available_devices, device
-from .notebook import setup_notebook
+from . import check, data, mappings, masking, scoring, seq2seq, train
+from .attention import *  # noqa: F403
+from .devices import *  # noqa: F403
+from .mappings import *  # noqa: F403
+from .masking import *  # noqa: F403
+from .multihead import *  # noqa: F403
+from .notebook import *  # noqa: F403
+from .positional import *  # noqa: F403
+from .transformer import *  # noqa: F403
 
 __version__ = "0.1.0"
-
-__all__ = [
-    "attend",
-    "available_devices",
-    "check",
-    "device",
-    "mappings",
-    "masking",
-    "scoring",
-    "setup_notebook",
-]

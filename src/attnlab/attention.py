@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-from .masking import apply_mask
 from .mappings import softmax
+from .masking import apply_mask
 from .scoring import dot_score
 
 __all__ = ["attend"]

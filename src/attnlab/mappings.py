@@ -18,7 +18,9 @@ def _check_dim(x: torch.Tensor, dim: int, name: str) -> None:
     if x.dim() == 0:
         raise ValueError(f"{name} needs at least one dimension, got a scalar")
     if not -x.dim() <= dim < x.dim():
-        raise ValueError(f"{name}: dim={dim} is out of range for shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name}: dim={dim} is out of range for shape {tuple(x.shape)}"
+        )
 
 
 def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:

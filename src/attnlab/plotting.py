@@ -46,8 +46,15 @@ def heatmap(
         top = w.max() if vmax is None else vmax
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="black" if w[i, j] > 0.6 * top else "white")
+                ax.text(
+                    j,
+                    i,
+                    f"{w[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if w[i, j] > 0.6 * top else "white",
+                )
     return im
 
 

@@ -143,7 +143,9 @@ def _check_size(t, expected, what, param, name):
         )
 
 
-def get_scorer(name: str, d_q: int | None = None, d_k: int | None = None, d_hidden=None):
+def get_scorer(
+    name: str, d_q: int | None = None, d_k: int | None = None, d_hidden=None
+):
     """Build a scorer by name: ``dot``, ``scaled_dot``, ``bilinear``, ``additive``, ``mlp``."""
     if name == "dot":
         return DotScore()

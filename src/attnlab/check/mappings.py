@@ -1,0 +1,3 @@
+"""Checks for the chapter on mappings."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Checks for the chapter on multihead."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Checks for the chapter on self-attention."""
+
+__all__: list[str] = []

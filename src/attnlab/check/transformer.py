@@ -1,0 +1,3 @@
+"""Checks for the chapter on transformer."""
+
+__all__: list[str] = []
