@@ -48,6 +48,23 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor, name: str, same_dim: bool) -> No
             f"(q {tuple(q.shape)}) and Dk={k.shape[-1]} (k {tuple(k.shape)}); "
             "use a bilinear or additive scorer for different sizes"
         )
+    if q.dtype != k.dtype:
+        raise TypeError(
+            f"{name}: q and k must share a dtype, got {q.dtype} and {k.dtype}"
+        )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{name}: the batch dimensions of q {tuple(q.shape)} and k "
+            f"{tuple(k.shape)} do not broadcast (shapes are (..., T, Dq), (..., S, Dk))"
+        ) from None
+
+
+def _check_dims(name: str, **sizes) -> None:
+    for param, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: {param} must be a positive int, got {value!r}")
 
 
 def dot_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -60,6 +77,8 @@ def scaled_dot_score(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Tens
     """``k_jᵀ q / √D`` (or times ``scale``): (..., T, D), (..., S, D) -> (..., T, S)."""
     _check_qk(q, k, "scaled_dot_score", same_dim=True)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+        raise ValueError(f"scaled_dot_score: scale must be a number > 0, got {scale!r}")
     return (q @ k.transpose(-2, -1)) * scale  # (..., T, S)
 
 
@@ -71,17 +90,27 @@ class DotScore(nn.Module):
 
 
 class ScaledDotScore(nn.Module):
-    """Module form of :func:`scaled_dot_score` (no parameters)."""
+    """Module form of :func:`scaled_dot_score` (no parameters; ``scale`` defaults to
+    ``1/√D``)."""
+
+    def __init__(self, scale: float | None = None):
+        super().__init__()
+        self.scale = scale
 
     def forward(self, q, k):
-        return scaled_dot_score(q, k)
+        return scaled_dot_score(q, k, self.scale)
 
 
 class BilinearScore(nn.Module):
-    """``k_jᵀ W q`` with ``W`` of shape ``(d_k, d_q)`` (Luong's "general" score)."""
+    """``k_jᵀ W q`` with ``W`` of shape ``(d_k, d_q)`` (Luong's "general" score).
+
+    Shapes: ``q (..., T, d_q)``, ``k (..., S, d_k)`` -> ``(..., T, S)``. With ``W = I``
+    (and ``d_q == d_k``) it is the dot product. Luong et al. (2015).
+    """
 
     def __init__(self, d_q: int, d_k: int):
         super().__init__()
+        _check_dims("BilinearScore", d_q=d_q, d_k=d_k)
         self.d_q, self.d_k = d_q, d_k
         self.W = nn.Parameter(torch.randn(d_k, d_q) / math.sqrt(d_q))
 
@@ -94,10 +123,16 @@ class BilinearScore(nn.Module):
 
 
 class AdditiveScore(nn.Module):
-    """``vᵀ tanh(W₁ k_j + W₂ q)`` (Bahdanau et al., 2015), hidden size ``d_hidden``."""
+    """``vᵀ tanh(W₁ k_j + W₂ q)`` (Bahdanau et al., 2015), hidden size ``d_hidden``.
+
+    ``W₁ (d_hidden, d_k)``, ``W₂ (d_hidden, d_q)``, ``v (d_hidden,)`` are ``self.W1``,
+    ``self.W2``, ``self.v`` (bias-free ``nn.Linear`` layers). Shapes: ``q (..., T, d_q)``,
+    ``k (..., S, d_k)`` -> ``(..., T, S)``; the tanh bounds every score by ``‖v‖₁``.
+    """
 
     def __init__(self, d_q: int, d_k: int, d_hidden: int):
         super().__init__()
+        _check_dims("AdditiveScore", d_q=d_q, d_k=d_k, d_hidden=d_hidden)
         self.d_q, self.d_k = d_q, d_k
         self.W1 = nn.Linear(d_k, d_hidden, bias=False)
         self.W2 = nn.Linear(d_q, d_hidden, bias=False)
@@ -121,6 +156,7 @@ class MLPScore(nn.Module):
 
     def __init__(self, d_q: int, d_k: int, d_hidden: int):
         super().__init__()
+        _check_dims("MLPScore", d_q=d_q, d_k=d_k, d_hidden=d_hidden)
         self.d_q, self.d_k = d_q, d_k
         self.hidden = nn.Linear(d_q + d_k, d_hidden)
         self.out = nn.Linear(d_hidden, 1)
@@ -143,23 +179,33 @@ def _check_size(t, expected, what, param, name):
         )
 
 
+_NAMES = ("dot", "scaled_dot", "bilinear", "additive", "mlp")
+
+
 def get_scorer(
     name: str, d_q: int | None = None, d_k: int | None = None, d_hidden=None
 ):
-    """Build a scorer by name: ``dot``, ``scaled_dot``, ``bilinear``, ``additive``, ``mlp``."""
-    if name == "dot":
-        return DotScore()
-    if name == "scaled_dot":
-        return ScaledDotScore()
+    """Build a scorer by name: ``dot``, ``scaled_dot``, ``bilinear``, ``additive``, ``mlp``.
+
+    ``dot`` and ``scaled_dot`` have no parameters (``d_q``/``d_k`` are optional and, if
+    given, must be equal); the others need ``d_q`` and ``d_k``; ``d_hidden`` (additive
+    and mlp) defaults to ``max(d_q, d_k)``. Returns an ``nn.Module`` mapping
+    ``q (..., T, Dq), k (..., S, Dk) -> scores (..., T, S)``.
+    """
+    if name not in _NAMES:
+        raise ValueError(f"unknown scorer {name!r}; choose one of {', '.join(_NAMES)}")
+    if name in ("dot", "scaled_dot"):
+        if d_q is not None and d_k is not None and d_q != d_k:
+            raise ValueError(
+                f"scorer {name!r} needs d_q == d_k, got d_q={d_q} and d_k={d_k}; "
+                "use 'bilinear', 'additive' or 'mlp' for different sizes"
+            )
+        return DotScore() if name == "dot" else ScaledDotScore()
     if d_q is None or d_k is None:
-        raise ValueError(f"scorer {name!r} needs d_q and d_k")
+        raise ValueError(f"scorer {name!r} needs d_q and d_k, got d_q={d_q}, d_k={d_k}")
     if name == "bilinear":
         return BilinearScore(d_q, d_k)
-    d_hidden = d_hidden or max(d_q, d_k)
+    d_hidden = max(d_q, d_k) if d_hidden is None else d_hidden
     if name == "additive":
         return AdditiveScore(d_q, d_k, d_hidden)
-    if name == "mlp":
-        return MLPScore(d_q, d_k, d_hidden)
-    raise ValueError(
-        f"unknown scorer {name!r}; choose dot, scaled_dot, bilinear, additive or mlp"
-    )
+    return MLPScore(d_q, d_k, d_hidden)
