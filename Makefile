@@ -73,7 +73,7 @@ unit: $(STAMP)
 # Every chapter notebook under nbval, one at a time; the budget plugin prints each
 # notebook's time and fails any over ATTNLAB_NB_BUDGET seconds (default 90).
 notebooks: $(STAMP)
-	$(BIN)/pytest -q --nbval --nbval-current-env -p tools.nbbudget $(NOTEBOOKS)
+	$(PY) -m pytest -q --nbval --nbval-current-env -p tools.nbbudget $(NOTEBOOKS)
 
 stripped: $(STAMP)
 	$(BIN)/nbstripout --verify $(NOTEBOOKS)
@@ -85,7 +85,7 @@ student: $(STAMP)
 # stubs make the checks print "not implemented yet" instead of aborting.
 student-check: student
 	$(PY) tools/student.py --verify _build/student
-	ATTNLAB_STRICT=0 $(BIN)/pytest -q --nbval-lax --nbval-current-env \
+	ATTNLAB_STRICT=0 $(PY) -m pytest -q --nbval-lax --nbval-current-env \
 	  _build/student/*.ipynb
 
 browser: book

@@ -19,15 +19,18 @@ def _budget() -> float:
     return float(os.environ.get("ATTNLAB_NB_BUDGET", "90"))
 
 
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def pytest_runtest_protocol(item, nextitem):
-    key = str(item.path)
-    _start.setdefault(key, time.perf_counter())
+    _start.setdefault(_file(item.nodeid), time.perf_counter())
     return None
 
 
 def pytest_runtest_logreport(report):
     if report.when == "teardown":
-        key = str(report.fspath)
+        key = _file(report.nodeid)
         if key in _start:
             _times[key] = time.perf_counter() - _start[key]
 
@@ -39,7 +42,7 @@ def pytest_terminal_summary(terminalreporter):
     tr.section(f"notebook execution times (budget {_budget():.0f} s each)")
     for path, secs in sorted(_times.items()):
         flag = "OVER BUDGET" if secs > _budget() else "ok"
-        tr.write_line(f"{secs:7.1f} s  {flag:11s} {os.path.relpath(path)}")
+        tr.write_line(f"{secs:7.1f} s  {flag:11s} {path}")
     tr.write_line(f"{sum(_times.values()):7.1f} s  total")
 
 

@@ -1,0 +1,113 @@
+"""The book's structure: every notebook listed, set up, stripped, and exercised."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools import nbtools, student  # noqa: E402
+
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def _cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def _src(cell):
+    s = cell["source"]
+    return "".join(s) if isinstance(s, list) else s
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "no notebooks in chapters/"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_listed_in_toc(nb):
+    toc = (ROOT / "_toc.yml").read_text()
+    assert f"file: chapters/{nb.stem}" in toc, f"{nb.name} is missing from _toc.yml"
+
+
+def test_toc_lists_only_existing_files():
+    toc = (ROOT / "_toc.yml").read_text()
+    for name in re.findall(r"file:\s*(\S+)", toc):
+        found = [
+            p for ext in (".md", ".ipynb") if (p := ROOT / f"{name}{ext}").exists()
+        ]
+        assert found, f"_toc.yml lists {name}, which does not exist"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_starts_with_canonical_setup_cell(nb):
+    first = _cells(nb)[0]
+    assert _src(first) == nbtools.setup_cell_source()
+    assert "remove-cell" in first["metadata"].get("tags", [])
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_title_carries_the_chapter_number(nb):
+    number = int(nb.stem.split("_")[0])
+    title = _src(_cells(nb)[1]).splitlines()[0]
+    assert title.startswith(f"# {number}. "), f"{nb.name}: title is {title!r}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_skeleton_and_exercises(nb):
+    cells = _cells(nb)
+    text = "\n".join(_src(c) for c in cells if c["cell_type"] == "markdown")
+    for heading in ("## Summary", "## Exercises", "## References"):
+        assert heading in text, f"{nb.name} has no '{heading}' section"
+    exercises = re.findall(r"```\{exercise\}", text)
+    assert len(exercises) >= 3, f"{nb.name} has {len(exercises)} exercises, needs >= 3"
+    starts = [c for c in cells if "{solution-start}" in _src(c)]
+    assert len(starts) == len(exercises), "every exercise needs one gated solution"
+    for c in cells:
+        if "{solution-start}" in _src(c) or "{solution-end}" in _src(c):
+            assert student.is_solution(c), "solution markers must be tagged 'solution'"
+    checks = [
+        c for c in cells if "attnlab.check." in _src(c) and c["cell_type"] == "code"
+    ]
+    assert len(checks) >= len(exercises), f"{nb.name}: an exercise has no check cell"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_stripped(nb):
+    for c in _cells(nb):
+        if c["cell_type"] == "code":
+            assert not c.get("outputs") and c.get("execution_count") is None
+
+
+def test_student_edition_has_no_solution(tmp_path):
+    written = student.write(ROOT / "chapters", tmp_path)
+    assert len(written) == len(NOTEBOOKS)
+    assert student.verify(tmp_path) == []
+    for path in written:
+        cells = json.loads(path.read_text())["cells"]
+        assert any("raise NotImplementedError" in _src(c) for c in cells)
+
+
+def test_student_verify_catches_a_left_solution(tmp_path):
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["solution"]},
+                "source": "x=1",
+                "outputs": [],
+                "execution_count": None,
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "a.ipynb").write_text(json.dumps(nb))
+    assert student.verify(tmp_path), "a solution cell went unnoticed"
