@@ -9,15 +9,17 @@ Given queries ``q (..., T, Dq)``, keys ``k (..., S, Dk)`` and values ``v (..., S
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from .mappings import softmax
-from .masking import apply_mask
+from .masking import apply_mask, causal_mask, fully_masked_rows
 from .scoring import dot_score
 
-__all__ = ["attend"]
+__all__ = ["attend", "scaled_dot_product_attention"]
 
 
 def attend(
@@ -52,5 +54,88 @@ def attend(
     scores = score(q, k)  # (..., T, S)
     scores = apply_mask(scores, mask)  # (..., T, S), -inf where masked
     weights = mapping(scores)  # (..., T, S)
+    out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+    return out, weights
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    mapping: Callable = softmax,
+):
+    r"""Scaled dot-product attention that also returns its weights.
+
+    .. math:: \mathrm{out} = \mathrm{softmax}\big(q k^\top / \sqrt{D_h} + M\big)\, v
+
+    (Vaswani et al., 2017). Same semantics as
+    :func:`torch.nn.functional.scaled_dot_product_attention`, written out in plain
+    torch so every step can be read and its weights inspected.
+
+    Parameters
+    ----------
+    q, k, v : tensors of shape (..., T, Dh), (..., S, Dh), (..., S, Dv); leading
+        (batch, head) dimensions broadcast.
+    attn_mask : optional, broadcastable to (..., T, S). Boolean ``True`` = may attend;
+        a float mask is added to the scaled scores.
+    is_causal : query ``i`` attends keys ``0..i`` (top-left triangle, any S); cannot be
+        combined with ``attn_mask`` (as in PyTorch: merge them with
+        :func:`attnlab.combine_masks` first).
+    scale : multiplies the scores; default ``1 / sqrt(Dh)``.
+    dropout_p : dropout probability on the weights, applied whenever > 0 (as PyTorch's
+        function; pass ``0.0`` at evaluation time).
+    mapping : scores -> weights along the last dimension, e.g. ``attnlab.sparsemax``;
+        default :func:`attnlab.softmax`.
+
+    Returns
+    -------
+    out : (..., T, Dv)
+    weights : (..., T, S), after dropout, so that ``out == weights @ v``. A query whose
+        every key is masked gets zero weights and a zero output, never NaN.
+    """
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} needs shape (..., L, D), got {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share the last size Dh, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of keys S, got k {tuple(k.shape)} "
+            f"and v {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1], got {dropout_p}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(
+            "pass either attn_mask or is_causal=True, not both (combine them with "
+            "attnlab.combine_masks(attn_mask, attnlab.causal_mask(T, S)))"
+        )
+    T, S = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if is_causal:
+        attn_mask = causal_mask(T, S, device=q.device)  # (T, S)
+
+    # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if attn_mask is not None:
+        shape = torch.broadcast_shapes(scores.shape, attn_mask.shape[:-2] + (T, S))
+        scores = scores.expand(shape)  # (..., T, S), batch dims of the mask included
+    scores = apply_mask(scores, attn_mask)  # (..., T, S), -inf where not allowed
+    weights = mapping(scores)  # (..., T, S)
+    if attn_mask is not None:  # whatever the mapping does, a dead row stays zero
+        weights = weights.masked_fill(fully_masked_rows(scores), 0.0)  # (..., T, S)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p, training=True)  # (..., T, S)
     out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
     return out, weights

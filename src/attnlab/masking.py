@@ -18,6 +18,8 @@ __all__ = [
     "to_additive",
     "apply_mask",
     "check_mask",
+    "combine_masks",
+    "fully_masked_rows",
 ]
 
 
@@ -69,15 +71,19 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
     """Raise a clear error unless ``mask`` broadcasts to ``scores`` (..., T, S)."""
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            f"{name} must be bool (True = may attend) or float (added), got {mask.dtype}"
+        )
     try:
-        torch.broadcast_shapes(mask.shape, scores.shape)
+        shape = torch.broadcast_shapes(mask.shape, scores.shape)
     except RuntimeError:
+        shape = None
+    if shape != scores.shape:  # the mask may not add dimensions to the scores either
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores of "
             f"shape {tuple(scores.shape)} (..., T, S)"
-        ) from None
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name} must be bool (True = may attend) or float (added)")
+        )
 
 
 def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -88,3 +94,53 @@ def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask.dtype == torch.bool:
         return scores.masked_fill(~mask, float("-inf"))
     return scores + mask.to(scores.dtype)
+
+
+def combine_masks(*masks: torch.Tensor | None, dtype=None) -> torch.Tensor | None:
+    """One mask that blocks whatever any of ``masks`` blocks (``None`` entries skipped).
+
+    All boolean -> their logical AND (``True`` = may attend). If any is a float mask,
+    the boolean ones become ``-inf`` additive masks (:func:`to_additive`) and everything
+    is summed, in ``dtype`` (default: the first float mask's dtype). Shapes broadcast:
+    e.g. a ``(T, S)`` causal mask and a ``(B, 1, 1, S)`` padding mask give
+    ``(B, 1, T, S)``. Returns ``None`` when every entry is ``None``.
+    """
+    given = [m for m in masks if m is not None]
+    for i, m in enumerate(given):
+        if not isinstance(m, torch.Tensor):
+            raise TypeError(
+                f"combine_masks: mask {i} is {type(m).__name__}, not a tensor"
+            )
+        if m.dtype != torch.bool and not m.is_floating_point():
+            raise TypeError(
+                f"combine_masks: mask {i} has dtype {m.dtype}; bool or float"
+            )
+    if not given:
+        return None
+    try:
+        torch.broadcast_shapes(*(m.shape for m in given))
+    except RuntimeError:
+        shapes = ", ".join(str(tuple(m.shape)) for m in given)
+        raise ValueError(f"combine_masks: shapes {shapes} do not broadcast") from None
+    if all(m.dtype == torch.bool for m in given):
+        out = given[0]
+        for m in given[1:]:
+            out = out & m
+        return out
+    if dtype is None:
+        dtype = next(m.dtype for m in given if m.dtype != torch.bool)
+    out = None
+    for m in given:
+        m = to_additive(m, dtype=dtype) if m.dtype == torch.bool else m.to(dtype)
+        out = m if out is None else out + m
+    return out
+
+
+def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
+    """Boolean ``(..., T, 1)``: ``True`` where every masked score of the row is ``-inf``.
+
+    Such a query has nothing to attend to; attention gives it zero weights and a zero
+    output. (A finite stand-in such as ``-10000`` does not count: its row is not
+    detected, and softmax spreads the weight uniformly, as in PyTorch.)
+    """
+    return torch.isneginf(scores).all(dim=-1, keepdim=True)
