@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Case", "CheckFailed", "run_check", "strict_mode", "close"]
+__all__ = ["Case", "CheckFailed", "CheckResult", "run_check", "strict_mode", "close"]
 
 
 class CheckFailed(AssertionError):
@@ -36,6 +36,27 @@ class Case:
     expected: Any  # the reference answer (tensor, number, tuple of tensors, ...)
     hint: str = ""  # what usually goes wrong when this case fails
     kwargs: dict = field(default_factory=dict)
+
+
+class CheckResult:
+    """What a check returns: truthy when every case passed.
+
+    It displays nothing in a notebook (the printed line is the message), so a check as
+    the last line of a cell does not add a stray ``True`` under it.
+    """
+
+    def __init__(self, passed: bool, line: str):
+        self.passed = passed
+        self.line = line
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"CheckResult(passed={self.passed})"
+
+    def _ipython_display_(self) -> None:
+        pass
 
 
 def strict_mode() -> bool:
@@ -92,8 +113,8 @@ def run_check(
     fn: Callable,
     cases: Sequence[Case],
     compare: Callable[[Any, Any], bool] = close,
-) -> bool:
-    """Run ``fn`` on every case, print one line, return True if all passed."""
+) -> CheckResult:
+    """Run ``fn`` on every case, print one line; the result is truthy if all passed."""
     if not callable(fn):
         return _report(name, False, f"expected a function, got {type(fn).__name__}")
     for case in cases:
@@ -117,10 +138,10 @@ def run_check(
     return _report(name, True, f"all {len(cases)} cases passed")
 
 
-def _report(name: str, ok: bool, msg: str, pending: bool = False) -> bool:
+def _report(name: str, ok: bool, msg: str, pending: bool = False) -> CheckResult:
     mark = "✅" if ok else ("⏳" if pending else "❌")
     line = f"{mark} {name}: {msg}"
     print(line)
     if not ok and strict_mode():
         raise CheckFailed(line)
-    return ok
+    return CheckResult(ok, line)
