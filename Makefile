@@ -33,11 +33,12 @@ venv: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	@start=$$(date +%s); \
 	if [ ! -x $(PY) ]; then $(PYTHON) -m venv $(VENV); fi; \
-	$(PY) -m pip install -q --upgrade pip; \
-	$(PY) -m pip install -q "torch==2.13.0" \
-	  || $(PY) -m pip install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu; \
-	$(PY) -m pip install -q -r requirements.txt; \
-	$(PY) -m pip install -q --no-deps -e .; \
+	pip="$(PY) -m pip install -q --disable-pip-version-check"; \
+	quiet() { "$$@" 2>&1 | sed '/is ignored: it is neither a file nor a directory/d'; }; \
+	quiet $$pip "torch==2.13.0" \
+	  || quiet $$pip "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu; \
+	quiet $$pip -r requirements.txt; \
+	quiet $$pip --no-deps -e .; \
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null; \
 	if $(PY) -m pip list 2>/dev/null | grep -qi '^nvidia-'; then \
 	  echo "error: a CUDA build of torch was pulled in; see requirements.txt"; exit 1; fi; \
