@@ -1,0 +1,39 @@
+"""attnlab picks the best device and every function follows its inputs."""
+
+from __future__ import annotations
+
+import torch
+
+import attnlab
+
+
+def test_device_prefers_cuda_then_mps_then_cpu():
+    d = attnlab.device()
+    if torch.cuda.is_available():
+        assert d.type == "cuda"
+    elif d.type != "mps":
+        assert d.type == "cpu"
+
+
+def test_available_devices_always_has_cpu_first():
+    devs = attnlab.available_devices()
+    assert devs[0].type == "cpu"
+    assert (torch.device("cuda") in devs) == torch.cuda.is_available()
+
+
+def test_attend_follows_device_and_dtype(device):
+    for dtype in (torch.float32, torch.float64):
+        q = torch.randn(2, 3, 4, device=device, dtype=dtype)
+        k = torch.randn(2, 5, 4, device=device, dtype=dtype)
+        v = torch.randn(2, 5, 6, device=device, dtype=dtype)
+        out, w = attnlab.attend(q, k, v)
+        assert out.device.type == device.type and out.dtype == dtype
+        assert w.device.type == device.type and w.dtype == dtype
+
+
+def test_setup_notebook_seeds_everything():
+    attnlab.setup_notebook(seed=3)
+    a = torch.randn(4)
+    attnlab.setup_notebook(seed=3)
+    b = torch.randn(4)
+    assert torch.equal(a, b)
