@@ -1,3 +1,268 @@
-"""(being written)"""
+"""A small, reusable training loop and the metrics the chapters report.
 
-__all__: list[str] = []
+:func:`fit` trains any ``nn.Module`` on any iterable of batches. It prints one plain line
+every ``log_every`` steps (readable in a notebook and in a CI log, no extra package),
+records the loss history, can evaluate every ``eval_every`` steps and stop early once
+a target accuracy is reached.
+
+The models of chapters 1 and 7 follow one small protocol, which the defaults here use:
+
+* ``model.loss(batch) -> scalar tensor``       (teacher-forced token cross-entropy)
+* ``model.greedy(src, src_lengths, max_len) -> (ids (B, T), weights or None)``
+
+Typical use::
+
+    task = attnlab.data.make_task("reversal", lengths=(4, 30))
+    hist = attnlab.train.fit(
+        model, task.stream(64, seed=0), steps=600, lr=3e-3,
+        eval_fn=lambda m: attnlab.train.evaluate(m, task, n=200)["accuracy"],
+        target=0.99,
+    )
+    hist.losses[-1], hist.seconds, hist.stopped_early
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .data import Batch, Task, Vocab
+from .notebook import seed_everything
+
+__all__ = [
+    "History",
+    "fit",
+    "token_loss",
+    "exact_match",
+    "greedy_ids",
+    "evaluate",
+    "accuracy_by_length",
+]
+
+
+@dataclass
+class History:
+    """What :func:`fit` did."""
+
+    losses: list = field(default_factory=list)  # training loss at every step
+    evals: list = field(default_factory=list)  # (step, value) pairs from eval_fn
+    steps: int = 0  # optimisation steps taken
+    seconds: float = 0.0  # wall-clock training time, evaluation included
+    stopped_early: bool = False  # True if eval_fn reached the target
+
+    def smoothed(self, window: int = 20) -> list[float]:
+        """Running mean of the loss over ``window`` steps (for plots)."""
+        out, acc = [], 0.0
+        for i, x in enumerate(self.losses):
+            acc += x
+            if i >= window:
+                acc -= self.losses[i - window]
+            out.append(acc / min(i + 1, window))
+        return out
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = Vocab.pad_id):
+    """Mean cross-entropy over the non-padding target tokens.
+
+    logits (B, T, V), targets (B, T) -> scalar.
+    """
+    if logits.dim() != 3 or logits.shape[:2] != targets.shape:
+        raise ValueError(
+            f"token_loss expects logits (B, T, V) and targets (B, T), got "
+            f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        )
+    B, T, V = logits.shape
+    return F.cross_entropy(
+        logits.reshape(B * T, V), targets.reshape(B * T), ignore_index=pad_id
+    )
+
+
+def _default_loss(model, batch):
+    if not hasattr(model, "loss"):
+        raise TypeError(
+            f"{type(model).__name__} has no .loss(batch); pass loss_fn=(model, batch) -> loss"
+        )
+    return model.loss(batch)
+
+
+def fit(
+    model: nn.Module,
+    batches: Iterable,
+    loss_fn: Callable | None = None,
+    *,
+    steps: int = 1000,
+    lr: float = 3e-3,
+    optimizer: torch.optim.Optimizer | None = None,
+    clip: float | None = 1.0,
+    eval_fn: Callable[[nn.Module], float] | None = None,
+    eval_every: int = 100,
+    target: float | None = None,
+    log_every: int = 100,
+    seed: int | None = 0,
+    device=None,
+    quiet: bool = False,
+) -> History:
+    """Train ``model`` for ``steps`` steps on ``batches`` (Adam by default).
+
+    Parameters
+    ----------
+    model : the module; put in train mode while stepping, eval mode while evaluating.
+    batches : any iterable of batches (e.g. :meth:`attnlab.data.Task.stream`); it may
+        be shorter than ``steps`` (training then ends early).
+    loss_fn : ``(model, batch) -> scalar loss``; default ``model.loss(batch)``.
+    steps, lr, optimizer : number of steps; Adam's learning rate unless an optimizer is
+        given.
+    clip : max global gradient norm (None: no clipping).
+    eval_fn : ``model -> float`` (e.g. exact-match accuracy), run every ``eval_every``
+        steps and at the end, under ``torch.no_grad()``.
+    target : stop as soon as ``eval_fn`` returns at least this.
+    log_every : print one line every ``log_every`` steps (and at the end).
+    seed : seeds Python, NumPy and torch before the first step (None: leave as is). The
+        model's initial weights come from whatever seed was set when it was built.
+    device : move each :class:`~attnlab.data.Batch` there (None: leave where it is).
+    quiet : print nothing.
+
+    Returns
+    -------
+    History with the per-step losses, the evaluations, the steps and the seconds.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if target is not None and eval_fn is None:
+        raise ValueError("target needs an eval_fn to compare against")
+    if seed is not None:
+        seed_everything(seed)
+    loss_fn = loss_fn or _default_loss
+    opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    hist = History()
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    t0 = time.perf_counter()
+    last_eval = None
+
+    def run_eval(step):
+        model.eval()
+        with torch.no_grad():
+            value = float(eval_fn(model))
+        model.train()
+        hist.evals.append((step, value))
+        return value
+
+    model.train()
+    it = iter(batches)
+    for step in range(1, steps + 1):
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        if device is not None and isinstance(batch, Batch):
+            batch = batch.to(device)
+        loss = loss_fn(model, batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"fit: loss is {loss.item()} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        hist.losses.append(loss.item())
+        hist.steps = step
+        if eval_fn is not None and step % eval_every == 0:
+            last_eval = run_eval(step)
+        if step % log_every == 0 or step == steps:
+            _log(say, step, steps, hist, last_eval, t0)
+        if target is not None and last_eval is not None and last_eval >= target:
+            hist.stopped_early = step < steps
+            if step % log_every:
+                _log(say, step, steps, hist, last_eval, t0)
+            say(f"reached target {target:g} at step {step}")
+            break
+    if eval_fn is not None and (not hist.evals or hist.evals[-1][0] != hist.steps):
+        run_eval(hist.steps)
+    model.eval()
+    hist.seconds = time.perf_counter() - t0
+    return hist
+
+
+def _log(say, step, steps, hist, last_eval, t0):
+    window = hist.losses[-50:]
+    line = f"step {step:>5}/{steps}  loss {sum(window) / len(window):.4f}"
+    if last_eval is not None:
+        line += f"  eval {last_eval:.3f}"
+    say(line + f"  {time.perf_counter() - t0:6.1f} s")
+
+
+def exact_match(
+    pred: torch.Tensor, gold: torch.Tensor, eos_id: int = Vocab.eos_id
+) -> torch.Tensor:
+    """Per example, is the prediction exactly the target? (B,) bool.
+
+    ``pred (B, T')`` and ``gold (B, T)`` are id sequences that end with ``<eos>``
+    (anything after the first ``<eos>`` is ignored; a missing ``<eos>`` is a mismatch
+    unless the sequences agree everywhere).
+    """
+    if pred.dim() != 2 or gold.dim() != 2 or pred.shape[0] != gold.shape[0]:
+        raise ValueError(
+            f"exact_match expects pred (B, T') and gold (B, T), got "
+            f"{tuple(pred.shape)} and {tuple(gold.shape)}"
+        )
+    out = torch.zeros(pred.shape[0], dtype=torch.bool)
+    for b, (p, g) in enumerate(zip(pred.tolist(), gold.tolist())):
+        out[b] = _cut(p, eos_id) == _cut(g, eos_id)
+    return out
+
+
+def _cut(ids, eos_id):
+    return ids[: ids.index(eos_id) + 1] if eos_id in ids else ids
+
+
+def greedy_ids(model, batch: Batch, max_len: int | None = None) -> torch.Tensor:
+    """``model.greedy(src, src_lengths, max_len)[0]`` with ``max_len`` = gold length + 5."""
+    if max_len is None:
+        max_len = batch.tgt.shape[1] + 5
+    return model.greedy(batch.src, batch.src_lengths, max_len)[0]
+
+
+@torch.no_grad()
+def evaluate(
+    model,
+    task: Task,
+    n: int = 200,
+    lengths=None,
+    seed: int = 1234,
+    batch_size: int = 200,
+    decode_fn: Callable | None = None,
+    device=None,
+) -> dict:
+    """Exact-match accuracy of greedy decoding on ``n`` fresh examples.
+
+    ``decode_fn(model, batch) -> ids (B, T')`` (default :func:`greedy_ids`). The same
+    ``seed`` gives the same test examples, so two models are compared on equal terms.
+    Returns ``{"accuracy": float, "n": int}``.
+    """
+    decode_fn = decode_fn or greedy_ids
+    was_training = model.training
+    model.eval()
+    hits, done, i = 0, 0, 0
+    while done < n:
+        b = min(batch_size, n - done)
+        batch = task.batch(b, lengths=lengths, seed=seed + i, device=device)
+        pred = decode_fn(model, batch)
+        hits += int(exact_match(pred.cpu(), batch.tgt_out.cpu()).sum())
+        done, i = done + b, i + 1
+    model.train(was_training)
+    return {"accuracy": hits / n, "n": n}
+
+
+def accuracy_by_length(
+    model, task: Task, lengths: Iterable[int], n: int = 100, seed: int = 1234, **kw
+) -> dict[int, float]:
+    """``{length: exact-match accuracy}`` on ``n`` examples of each source length."""
+    return {
+        L: evaluate(model, task, n=n, lengths=L, seed=seed + 1000 * L, **kw)["accuracy"]
+        for L in lengths
+    }
