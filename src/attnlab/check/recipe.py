@@ -11,13 +11,14 @@ Every expected value comes from the library (:mod:`attnlab.scoring`,
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
 
 from ..attention import attend
 from ..scoring import AdditiveScore
-from ._core import Case, run_check
+from ._core import Case, CheckResult, run_check
 
 __all__ = ["additive_score", "attend_with_mask", "winning_key"]
 
@@ -48,7 +49,7 @@ def _additive_case(label, q_shape, k_shape, d_hidden, seed, scale=1.0, hint=""):
     return Case(label, args, _additive_reference(*args), hint)
 
 
-def additive_score(fn: Callable) -> bool:
+def additive_score(fn: Callable) -> CheckResult:
     """Check ``fn(q, k, W1, W2, v)`` computes ``vᵀ tanh(W1 k_j + W2 q_t)``.
 
     Shapes: ``q (..., T, Dq)``, ``k (..., S, Dk)``, ``W1 (Dh, Dk)``, ``W2 (Dh, Dq)``,
@@ -97,7 +98,7 @@ def _attend_case(label, B, T, S, D, mask, seed, scale=1.0, hint=""):
     return Case(label, (q, k, v, mask), attend(q, k, v, mask=mask), hint)
 
 
-def attend_with_mask(fn: Callable) -> bool:
+def attend_with_mask(fn: Callable) -> CheckResult:
     """Check ``fn(q, k, v, mask)`` returns ``(out, weights)`` of dot-product attention.
 
     ``q (B, T, D)``, ``k (B, S, D)``, ``v (B, S, Dv)``, boolean ``mask`` broadcastable
@@ -175,19 +176,17 @@ def _winner_reference(angle: float, keys: torch.Tensor, length: float = 1e4) -> 
 
 
 def _same_index(got, expected) -> bool:
-    if isinstance(got, bool):
-        return False
+    """An index: a Python/NumPy integer or a one-element integer tensor (not bool)."""
     if isinstance(got, torch.Tensor):
         if got.numel() != 1 or got.is_floating_point() or got.dtype == torch.bool:
             return False
         got = got.item()
-    try:
-        return int(got) == expected and float(got) == float(int(got))
-    except (TypeError, ValueError, OverflowError):
+    if isinstance(got, bool) or not isinstance(got, numbers.Integral):
         return False
+    return int(got) == expected
 
 
-def winning_key(fn: Callable) -> bool:
+def winning_key(fn: Callable) -> CheckResult:
     """Check ``fn(angle, keys) -> int``: which key wins as the query grows long.
 
     The query is ``length · (cos angle, sin angle)`` (angle in degrees), ``keys (S, 2)``;

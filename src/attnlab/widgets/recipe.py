@@ -38,9 +38,10 @@ def recipe_scorers(seed: int = 0) -> dict:
     random state is left alone and every call draws the same scorers.
     """
     g = torch.Generator().manual_seed(seed)
-    bilinear = BilinearScore(2, 2)
-    additive = AdditiveScore(2, 2, d_hidden=4)
-    mlp = MLPScore(2, 2, d_hidden=8)
+    with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws globally
+        bilinear = BilinearScore(2, 2)
+        additive = AdditiveScore(2, 2, d_hidden=4)
+        mlp = MLPScore(2, 2, d_hidden=8)
     with torch.no_grad():
         bilinear.W.copy_(torch.tensor([[1.0, -0.5], [0.5, 1.0]]))
         for p in list(additive.parameters()) + list(mlp.parameters()):

@@ -1,0 +1,190 @@
+"""Chapter 2 checks: pass the library's answer, fail wrong ones, wait for stubs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import attnlab
+from attnlab.check import CheckFailed
+from attnlab.check.recipe import WIDGET_KEYS
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+
+
+def _stub(*args):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# ---------------------------------------------------------------- additive_score
+def good_additive(q, k, W1, W2, v):
+    hidden = (k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)  # (..., T, S, Dh)
+    return torch.tanh(hidden) @ v  # (..., T, S)
+
+
+def no_tanh(q, k, W1, W2, v):
+    return ((k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)) @ v
+
+
+def swapped(q, k, W1, W2, v):  # W1 on the queries: wrong when Dq != Dk
+    return torch.tanh((q @ W1.T).unsqueeze(-2) + (k @ W2.T).unsqueeze(-3)) @ v
+
+
+def transposed(q, k, W1, W2, v):  # (S, T) instead of (T, S)
+    return good_additive(q, k, W1, W2, v).transpose(-2, -1)
+
+
+def fixed_dims(q, k, W1, W2, v):  # only right without batch dimensions
+    return torch.tanh((k @ W1.T)[None] + (q @ W2.T)[:, None]) @ v
+
+
+def test_additive_passes_solution(capsys):
+    assert attnlab.check.additive_score(good_additive)
+    assert capsys.readouterr().out.startswith("✅ additive_score")
+
+
+@pytest.mark.parametrize("wrong", [no_tanh, swapped, transposed, fixed_dims])
+def test_additive_fails_wrong_answers(wrong):
+    with pytest.raises(CheckFailed, match="❌ additive_score"):
+        attnlab.check.additive_score(wrong)
+
+
+# ---------------------------------------------------------------- attend_with_mask
+def good_attend(q, k, v, mask):
+    scores = (q @ k.transpose(-2, -1)).masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+def nan_on_dead_rows(q, k, v, mask):
+    weights = torch.softmax((q @ k.mT).masked_fill(~mask, float("-inf")), dim=-1)
+    return weights @ v, weights
+
+
+def ignores_mask(q, k, v, mask):
+    weights = torch.softmax(q @ k.mT, dim=-1)
+    return weights @ v, weights
+
+
+def inverted_mask(q, k, v, mask):  # nn.MultiheadAttention's convention
+    return good_attend(q, k, v, ~mask)
+
+
+def scaled(q, k, v, mask):
+    return good_attend(q / math.sqrt(q.shape[-1]), k, v, mask)
+
+
+def softmax_over_queries(q, k, v, mask):
+    scores = (q @ k.mT).masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-2).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+def uniform_dead_rows(q, k, v, mask):  # -10000 instead of -inf: dead rows go uniform
+    weights = torch.softmax((q @ k.mT).masked_fill(~mask, -1e4), dim=-1)
+    return weights @ v, weights
+
+
+def only_output(q, k, v, mask):
+    return good_attend(q, k, v, mask)[0]
+
+
+def test_attend_passes_solution_and_library(capsys):
+    assert attnlab.check.attend_with_mask(good_attend)
+    assert attnlab.check.attend_with_mask(
+        lambda q, k, v, m: attnlab.attend(q, k, v, mask=m)
+    )
+    assert capsys.readouterr().out.count("✅ attend_with_mask") == 2
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        nan_on_dead_rows,
+        ignores_mask,
+        inverted_mask,
+        scaled,
+        softmax_over_queries,
+        uniform_dead_rows,
+        only_output,
+    ],
+)
+def test_attend_fails_wrong_answers(wrong):
+    with pytest.raises(CheckFailed, match="❌ attend_with_mask"):
+        attnlab.check.attend_with_mask(wrong)
+
+
+def test_nan_answer_gets_the_dead_row_hint(monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    assert not attnlab.check.attend_with_mask(nan_on_dead_rows)
+    out = capsys.readouterr().out
+    assert "one query fully masked" in out and "not NaN" in out
+
+
+# ---------------------------------------------------------------- winning_key
+def good_winner(angle, keys):
+    rad = math.radians(angle)
+    direction = torch.tensor([math.cos(rad), math.sin(rad)], dtype=keys.dtype)
+    return int((keys @ direction).argmax())
+
+
+def nearest_angle(angle, keys):
+    rad = math.radians(angle)
+    direction = torch.tensor([math.cos(rad), math.sin(rad)], dtype=keys.dtype)
+    return int((keys @ direction / keys.norm(dim=-1)).argmax())
+
+
+def longest_key(angle, keys):
+    return int(keys.norm(dim=-1).argmax())
+
+
+def radians_mixup(angle, keys):  # treats degrees as radians
+    direction = torch.tensor([math.cos(angle), math.sin(angle)], dtype=keys.dtype)
+    return int((keys @ direction).argmax())
+
+
+def test_winner_passes_solution_and_accepts_tensor_index(capsys):
+    assert attnlab.check.winning_key(good_winner)
+    assert attnlab.check.winning_key(lambda a, k: torch.tensor(good_winner(a, k)))
+    assert capsys.readouterr().out.count("✅ winning_key") == 2
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        nearest_angle,
+        longest_key,
+        radians_mixup,
+        lambda a, k: float(good_winner(a, k)) + 0.5,
+        lambda a, k: torch.tensor([good_winner(a, k)] * 2),
+        lambda a, k: True,
+        lambda a, k: str(good_winner(a, k)),
+    ],
+    ids=["nearest", "longest", "radians", "float", "tensor2", "bool", "str"],
+)
+def test_winner_fails_wrong_answers(wrong):
+    with pytest.raises(CheckFailed, match="❌ winning_key"):
+        attnlab.check.winning_key(wrong)
+
+
+def test_widget_keys_make_angle_and_projection_disagree():
+    # the check is only useful if "nearest in angle" is wrong somewhere
+    angles = [10.0, 90.0, 100.0]
+    assert any(
+        nearest_angle(a, WIDGET_KEYS) != good_winner(a, WIDGET_KEYS) for a in angles
+    )
+
+
+# ---------------------------------------------------------------- all three
+@pytest.mark.parametrize("name", ["additive_score", "attend_with_mask", "winning_key"])
+def test_stub_is_pending_not_failed(name, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    result = getattr(attnlab.check, name)(_stub)
+    assert not result
+    assert capsys.readouterr().out == f"⏳ {name}: not implemented yet\n"
