@@ -1,15 +1,49 @@
-"""Mappings from scores to weights: softmax and friends.
+"""Mappings from scores to weights: softmax and its sparse and structured cousins.
 
-Every mapping takes scores ``(..., n)`` and returns weights of the same shape on the
-probability simplex along ``dim``. Positions at ``-inf`` get exactly ``0``; a row whose
-every entry is ``-inf`` (a fully masked row) gets all zeros, never NaN.
+Every mapping here is a *regularised argmax* over the probability simplex
+
+    pi_Omega(x) = argmax_{p in simplex}  p.x - Omega(p)
+
+with ``Omega = 0`` (argmax), negative Shannon entropy (softmax), ``1/2 ||p||^2``
+(sparsemax), the Tsallis entropy (alpha-entmax) or ``1/2 ||p||^2 + lam * TV(p)``
+(fusedmax). Each takes scores ``(..., n, ...)`` and returns weights of the same shape,
+on the simplex along ``dim``. Positions at ``-inf`` get exactly ``0``; a row whose every
+entry is ``-inf`` (a fully masked row) gets all zeros, never NaN — in the forward pass
+and in the backward pass. ``NaN`` or ``+inf`` scores raise ``ValueError``.
+float16/bfloat16 inputs are computed in float32 and cast back.
+
+Layering (as in deep-spin/entmax): private numerics in :mod:`attnlab.kernels` →
+``torch.autograd.Function`` with a hand-written backward → lowercase function → thin
+CamelCase ``nn.Module``.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
-__all__ = ["softmax", "sigmoid"]
+from .kernels import sparse as _k
+
+__all__ = [
+    "softmax",
+    "sigmoid",
+    "argmax",
+    "sparsemax",
+    "entmax15",
+    "entmax_bisect",
+    "fusedmax",
+    "SparsemaxFunction",
+    "Entmax15Function",
+    "EntmaxBisectFunction",
+    "FusedmaxFunction",
+    "Softmax",
+    "Sparsemax",
+    "Entmax15",
+    "EntmaxBisect",
+    "Fusedmax",
+]
+
+_HALF = (torch.float16, torch.bfloat16)
 
 
 def _check_dim(x: torch.Tensor, dim: int, name: str) -> None:
@@ -23,6 +57,11 @@ def _check_dim(x: torch.Tensor, dim: int, name: str) -> None:
         )
 
 
+def _check_float(x: torch.Tensor, name: str) -> None:
+    if not x.is_floating_point():
+        raise TypeError(f"{name} expects floating-point scores, got {x.dtype}")
+
+
 def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:
     """``softmax(x / temperature)`` along ``dim``; fully ``-inf`` rows give zeros.
 
@@ -32,7 +71,7 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     _check_dim(x, dim, "softmax")
     if not temperature > 0:
         raise ValueError(f"softmax: temperature must be > 0, got {temperature}")
-    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    xf = x.float() if x.dtype in _HALF else x
     xf = xf / temperature
     # Subtract the row max so exp never overflows; a row that is all -inf has max -inf,
     # so we shift it by 0 instead and its exp is all zeros (not NaN).
@@ -48,3 +87,309 @@ def sigmoid(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Independent weights in (0, 1): *not* on the simplex (rows need not sum to 1)."""
     _check_dim(x, dim, "sigmoid")
     return torch.sigmoid(x)
+
+
+def argmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """One-hot weights on the (first) largest score: ``Omega = 0``, a vertex of the simplex.
+
+    Piecewise constant, so its gradient is zero almost everywhere: the result carries no
+    gradient. A fully ``-inf`` row gives zeros.
+    """
+    _check_dim(x, dim, "argmax")
+    _check_float(x, "argmax")
+    idx = x.argmax(dim=dim, keepdim=True)
+    out = torch.zeros_like(x).scatter_(dim, idx, 1.0)
+    live = torch.isfinite(x.amax(dim=dim, keepdim=True))
+    return torch.where(live, out, torch.zeros_like(out)).detach()
+
+
+# ----------------------------------------------------------------- shared plumbing
+def _shift(x: torch.Tensor, dim: int, name: str, floor: float | None = _k.FLOOR):
+    """``z = x - max(x)`` clamped at ``floor``, and the mask of live (not -inf) rows."""
+    m = x.amax(dim=dim, keepdim=True)
+    if bool(torch.isnan(m).any() | (m == float("inf")).any()):
+        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+    live = m > float("-inf")
+    z = x - torch.where(live, m, torch.zeros_like(m))
+    return (z if floor is None else torch.clamp(z, min=floor)), live
+
+
+def _jvp_simplex(g: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
+    """``J^T g`` for ``J = diag(s) - s s^T / sum(s)``; zero where ``s`` is all zero."""
+    den = s.sum(dim=dim, keepdim=True)
+    q = (g * s).sum(dim=dim, keepdim=True) / torch.where(den > 0, den, 1)
+    return s * (g - q)
+
+
+# ------------------------------------------------------------------------ sparsemax
+def _sparsemax_forward(x, dim, method="iter"):
+    z, live = _shift(x, dim, "sparsemax")
+    tau_fn = _k.sparsemax_tau_iter if method == "iter" else _k.sparsemax_tau_sort
+    return torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
+
+
+class SparsemaxFunction(torch.autograd.Function):
+    """sparsemax with its Jacobian ``diag(s) - s s^T / |S|`` (``s`` = support indicator)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1, method="iter"):
+        p = _sparsemax_forward(x, dim, method)
+        ctx.dim = dim
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return _jvp_simplex(g, (p > 0).to(g.dtype), ctx.dim), None, None
+
+
+def _method(method: str, name: str) -> str:
+    if method not in ("iter", "sort"):
+        raise ValueError(f"{name}: method must be 'iter' or 'sort', got {method!r}")
+    return method
+
+
+def sparsemax(x: torch.Tensor, dim: int = -1, *, method: str = "iter") -> torch.Tensor:
+    """Euclidean projection of the scores onto the simplex (Martins & Astudillo 2016).
+
+    ``sparsemax(x) = argmin_{p in simplex} ||p - x||^2 = [x - tau]_+`` with ``tau`` the
+    threshold that makes the weights sum to one. ``method="iter"`` (default) finds
+    ``tau`` with sort-free threshold iterations and an exact support check;
+    ``method="sort"`` uses the textbook O(n log n) sort. Both are exact.
+
+    Parameters
+    ----------
+    x : tensor ``(..., n, ...)`` of scores (``-inf`` = masked).
+    dim : the dimension to normalise over.
+    """
+    _check_dim(x, dim, "sparsemax")
+    _check_float(x, "sparsemax")
+    xf = x.float() if x.dtype in _HALF else x
+    return SparsemaxFunction.apply(xf, dim, _method(method, "sparsemax")).to(x.dtype)
+
+
+# ------------------------------------------------------------------------ 1.5-entmax
+class Entmax15Function(torch.autograd.Function):
+    """1.5-entmax with Jacobian ``diag(s) - s s^T / sum(s)``, ``s = sqrt(p)``."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1, method="iter"):
+        z, live = _shift(x, dim, "entmax15")
+        tau_fn = _k.entmax15_tau_iter if method == "iter" else _k.entmax15_tau_sort
+        tau = tau_fn(z, dim)
+        p = torch.where(live, torch.clamp(z / 2 - tau, min=0).square(), 0)
+        ctx.dim = dim
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return _jvp_simplex(g, p.sqrt().to(g.dtype), ctx.dim), None, None
+
+
+def entmax15(x: torch.Tensor, dim: int = -1, *, method: str = "iter") -> torch.Tensor:
+    """1.5-entmax (Peters, Niculae & Martins 2019): ``p = [x/2 - tau]_+^2``.
+
+    The solution of ``max_{p in simplex} p.x + H_1.5(p)`` with the Tsallis entropy
+    ``H_a(p) = (1 - sum p_j^a) / (a (a - 1))``; sparse like sparsemax, smooth like
+    softmax. ``method`` as in :func:`sparsemax`; both are exact.
+    """
+    _check_dim(x, dim, "entmax15")
+    _check_float(x, "entmax15")
+    xf = x.float() if x.dtype in _HALF else x
+    return Entmax15Function.apply(xf, dim, _method(method, "entmax15")).to(x.dtype)
+
+
+# --------------------------------------------------------------------- alpha-entmax
+class EntmaxBisectFunction(torch.autograd.Function):
+    """alpha-entmax by bisection; gradients w.r.t. the scores *and* alpha.
+
+    With ``s_j = p_j^(2-alpha)`` on the support and ``s_hat = s / sum(s)``:
+    ``dp/dx = diag(s) - s s^T / sum(s)`` and, differentiating the closed form
+    ``p = [(alpha-1) x - tau]_+^(1/(alpha-1))`` (Correia et al. 2019),
+    ``dp/dalpha = (p - s_hat)/(alpha-1)^2 - (p log p - s_hat sum_j p_j log p_j)/(alpha-1)``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, alpha, dim=-1, n_iter=None):
+        z, live = _shift(x, dim, "entmax_bisect", floor=None)
+        a = alpha.to(x.dtype).expand_as(z.narrow(dim, 0, 1))
+        p = torch.where(live, _k.entmax_tau_bisect(z, a, dim, n_iter), 0)
+        ctx.dim = dim
+        ctx.alpha_shape = alpha.shape
+        ctx.save_for_backward(p, a)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        p, a = ctx.saved_tensors
+        dim = ctx.dim
+        pos = p > 0
+        s = torch.where(pos, p.pow(2 - a), 0)
+        dx = _jvp_simplex(g, s, dim)
+        da = None
+        if ctx.needs_input_grad[1]:
+            den = s.sum(dim=dim, keepdim=True)
+            s_hat = s / torch.where(den > 0, den, 1)
+            plogp = torch.where(pos, p * torch.log(torch.where(pos, p, 1)), 0)
+            ent = plogp.sum(dim=dim, keepdim=True)
+            dp = (p - s_hat) / (a - 1) ** 2 - (plogp - s_hat * ent) / (a - 1)
+            da = (g * dp).sum(dim=dim, keepdim=True).sum_to_size(ctx.alpha_shape)
+        return dx, da, None, None
+
+
+def entmax_bisect(
+    x: torch.Tensor,
+    alpha: float | torch.Tensor = 1.5,
+    dim: int = -1,
+    n_iter: int | None = None,
+) -> torch.Tensor:
+    """alpha-entmax for any ``alpha > 1``: ``p = [(alpha-1) x - tau]_+^(1/(alpha-1))``.
+
+    The solution of ``max_{p in simplex} p.x + H_alpha(p)`` (Tsallis entropy; Peters et
+    al. 2019). ``alpha -> 1`` gives softmax, ``alpha = 2`` sparsemax. ``tau`` is found by
+    bisection (``n_iter`` halvings, default enough for the dtype). ``alpha`` is a float
+    or a tensor that broadcasts against ``x`` with size 1 along ``dim`` (e.g. one alpha
+    per head, ``(H, 1, 1)``); a tensor ``alpha`` that requires grad gets a gradient
+    (Correia, Niculae & Martins 2019 learn it per head).
+    """
+    _check_dim(x, dim, "entmax_bisect")
+    _check_float(x, "entmax_bisect")
+    xf = x.float() if x.dtype in _HALF else x
+    if not isinstance(alpha, torch.Tensor):
+        alpha = torch.tensor(float(alpha), dtype=xf.dtype, device=x.device)
+    if not bool((alpha > 1).all()):
+        raise ValueError(f"entmax_bisect: alpha must be > 1, got {alpha}")
+    row = x.narrow(dim, 0, 1).shape
+    try:
+        ok = torch.broadcast_shapes(alpha.shape, row) == row
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"entmax_bisect: alpha of shape {tuple(alpha.shape)} must broadcast "
+            f"against {tuple(x.shape)} with size 1 along dim={dim}"
+        ) from None
+    out = EntmaxBisectFunction.apply(xf, alpha, dim, n_iter)
+    return out.to(x.dtype)
+
+
+# ------------------------------------------------------------------------- fusedmax
+class FusedmaxFunction(torch.autograd.Function):
+    """fusedmax = sparsemax(prox_TV(x)); Jacobian = J_sparsemax · J_TV (group means)."""
+
+    @staticmethod
+    def forward(ctx, x, lam=1.0, dim=-1):
+        from .kernels.tv1d import prox_tv1d
+
+        _shift(x, dim, "fusedmax")  # validates NaN / +inf
+        xt = x.detach().movedim(dim, -1)
+        rows = xt.reshape(-1, xt.shape[-1]).cpu().double().numpy()
+        y = torch.full(rows.shape, float("-inf"), dtype=torch.float64)
+        groups = torch.full(rows.shape, -1, dtype=torch.long)
+        for i, row in enumerate(rows):
+            keep = torch.isfinite(torch.from_numpy(row))
+            if keep.any():
+                yi, gi = prox_tv1d(row[keep.numpy()], lam)
+                y[i, keep] = torch.from_numpy(yi)
+                groups[i, keep] = torch.from_numpy(gi)
+        y = y.to(x.device, x.dtype).view(xt.shape).movedim(-1, dim)
+        p = _sparsemax_forward(y, dim)
+        ctx.groups = groups.to(x.device).view(xt.shape)
+        ctx.dim = dim
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        dim = ctx.dim
+        gy = _jvp_simplex(g, (p > 0).to(g.dtype), dim).movedim(dim, -1)
+        grp = ctx.groups  # (..., n): segment id per position, -1 where masked
+        n = grp.shape[-1]
+        idx = torch.where(grp >= 0, grp, n)  # masked positions go to a spare bin
+        flat = gy.reshape(-1, n)
+        gi = idx.reshape(-1, n)
+        sums = torch.zeros(flat.shape[0], n + 1, dtype=g.dtype, device=g.device)
+        cnts = torch.zeros_like(sums)
+        sums.scatter_add_(1, gi, flat)
+        cnts.scatter_add_(1, gi, torch.ones_like(flat))
+        mean = (sums / cnts.clamp_min(1)).gather(1, gi)
+        mean = torch.where(gi < n, mean, 0).view(gy.shape)
+        return mean.movedim(-1, dim), None, None
+
+
+def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:
+    """fusedmax (Niculae & Blondel 2017): sparsemax after fusing neighbours.
+
+    ``Omega(p) = 1/2 ||p||^2 + lam * sum_j |p_{j+1} - p_j|``; its solution is
+    ``sparsemax(prox_{lam TV}(x))``. The 1-D TV prox is computed exactly by Condat's
+    direct algorithm (sequential, on CPU in float64, then moved back), so fusedmax
+    prefers contiguous spans of equal weight. ``-inf`` positions are dropped before the
+    prox (their neighbours become adjacent) and get weight 0. ``lam = 0`` is sparsemax.
+    """
+    _check_dim(x, dim, "fusedmax")
+    _check_float(x, "fusedmax")
+    if not lam >= 0:
+        raise ValueError(f"fusedmax: lam must be >= 0, got {lam}")
+    xf = x.float() if x.dtype in _HALF else x
+    return FusedmaxFunction.apply(xf, float(lam), dim).to(x.dtype)
+
+
+# ---------------------------------------------------------------------- nn.Modules
+class _Mapping(nn.Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_Mapping):
+    """Module form of :func:`softmax` (with a fixed ``temperature``)."""
+
+    def __init__(self, dim: int = -1, temperature: float = 1.0):
+        super().__init__(dim)
+        self.temperature = temperature
+
+    def forward(self, x):
+        return softmax(x, self.dim, self.temperature)
+
+
+class Sparsemax(_Mapping):
+    """Module form of :func:`sparsemax`."""
+
+    def forward(self, x):
+        return sparsemax(x, self.dim)
+
+
+class Entmax15(_Mapping):
+    """Module form of :func:`entmax15`."""
+
+    def forward(self, x):
+        return entmax15(x, self.dim)
+
+
+class EntmaxBisect(_Mapping):
+    """Module form of :func:`entmax_bisect`; pass an ``nn.Parameter`` alpha to learn it."""
+
+    def __init__(self, alpha: float | torch.Tensor = 1.5, dim: int = -1):
+        super().__init__(dim)
+        self.alpha = alpha
+
+    def forward(self, x):
+        return entmax_bisect(x, self.alpha, self.dim)
+
+
+class Fusedmax(_Mapping):
+    """Module form of :func:`fusedmax`."""
+
+    def __init__(self, lam: float = 1.0, dim: int = -1):
+        super().__init__(dim)
+        self.lam = lam
+
+    def forward(self, x):
+        return fusedmax(x, self.lam, self.dim)

@@ -1,0 +1,157 @@
+"""Thresholds of the sparse mappings (private numerics of :mod:`attnlab.mappings`).
+
+All functions work along ``dim`` of a *shifted* float tensor ``z = x - max(x)``: the
+largest entry of every row is ``0``. Entries below ``-1`` (``-inf`` included) can never
+be in the support of sparsemax, so callers clamp ``z`` to ``>= -2`` first and no
+``inf`` ever reaches a sum.
+
+sparsemax:  p = [z - tau]_+          with   sum_j [z_j - tau]_+ = 1
+1.5-entmax: p = [z/2 - tau]_+^2      with   sum_j [z_j/2 - tau]_+^2 = 1
+alpha-entmax: p = [(alpha-1) z - tau]_+^(1/(alpha-1))   (solved by bisection)
+
+In every case ``tau`` lies in ``[-1, 0)``: the top entry has ``p <= 1``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FLOOR = -2.0  # below every possible threshold: clamping z here changes nothing
+
+
+# ----------------------------------------------------------------------------- sort
+def sparsemax_tau_sort(z: torch.Tensor, dim: int) -> torch.Tensor:
+    """Exact sparsemax threshold by a full sort, O(n log n) (Martins & Astudillo 2016).
+
+    Sorted descending, ``k`` is the largest index with ``1 + k z_(k) > sum_{i<=k} z_(i)``
+    and ``tau = (sum_{i<=k} z_(i) - 1) / k``.
+    """
+    zs, _ = torch.sort(z, dim=dim, descending=True)
+    cs = zs.cumsum(dim) - 1
+    r = _arange_like(z, dim)
+    k = (r * zs > cs).sum(dim=dim, keepdim=True)
+    return cs.gather(dim, k - 1) / k.to(z.dtype)
+
+
+def entmax15_tau_sort(z: torch.Tensor, dim: int) -> torch.Tensor:
+    """Exact 1.5-entmax threshold by a full sort (Peters et al. 2019).
+
+    For the ``k`` largest entries of ``y = z/2`` the equation
+    ``sum (y_i - tau)^2 = 1`` gives ``tau_k = mean_k - sqrt(1/k - var_k)``; the answer
+    is ``tau_k`` for the largest ``k`` with ``tau_k <= y_(k)``.
+    """
+    ys, _ = torch.sort(z / 2, dim=dim, descending=True)
+    r = _arange_like(z, dim)
+    mean = ys.cumsum(dim) / r
+    var = (ys * ys).cumsum(dim) / r - mean * mean
+    tau = mean - torch.sqrt(torch.clamp(1 / r - var, min=0))
+    k = (tau <= ys).sum(dim=dim, keepdim=True)
+    return tau.gather(dim, k - 1)
+
+
+def _arange_like(z: torch.Tensor, dim: int) -> torch.Tensor:
+    n = z.shape[dim]
+    shape = [1] * z.dim()
+    shape[dim] = n
+    return torch.arange(1, n + 1, device=z.device, dtype=z.dtype).view(shape)
+
+
+# ------------------------------------------------------------------ threshold iteration
+def sparsemax_tau_iter(z: torch.Tensor, dim: int, max_iter: int = 50) -> torch.Tensor:
+    """Exact sparsemax threshold without sorting (Michelot 1986 iteration).
+
+    Start from ``tau = -1`` (a lower bound). Repeat: ``S = {j : z_j > tau}``,
+    ``tau = (sum_S z - 1) / |S|``. Each step is a Newton step on the piecewise-linear
+    ``f(tau) = sum [z - tau]_+ - 1``; ``tau`` rises monotonically and ``S`` shrinks to
+    the true support in finitely many steps. Once ``S`` stops changing, ``tau`` is
+    exact (it is the closed form on the true support). Rows that have not settled after
+    ``max_iter`` steps (never seen in practice) fall back to the sort.
+    """
+    tau = torch.full_like(z.narrow(dim, 0, 1), -1.0)
+    k_old = torch.full(tau.shape, -1, dtype=torch.long, device=z.device)
+    for _ in range(max_iter):
+        supp = z > tau
+        k = supp.sum(dim=dim, keepdim=True)
+        s1 = torch.where(supp, z, 0).sum(dim=dim, keepdim=True)
+        tau = (s1 - 1) / k.to(z.dtype)
+        changed = k != k_old
+        if not bool(changed.any()):
+            return tau
+        k_old = k
+    return _fallback(z, dim, tau, changed, sparsemax_tau_sort)
+
+
+def entmax15_tau_iter(z: torch.Tensor, dim: int, max_iter: int = 50) -> torch.Tensor:
+    """Exact 1.5-entmax threshold without sorting: Newton from below + exact finish.
+
+    ``f(tau) = sum [y - tau]_+^2`` (``y = z/2``) is convex and decreasing, so Newton
+    steps from the lower bound ``tau = -1`` rise monotonically towards the root and
+    ``S = {y > tau}`` always contains the true support. At every step we also solve the
+    quadratic on ``S`` exactly (``tau_S = mean_S - sqrt(1/|S| - var_S)``); when no
+    element of ``S`` falls at or below ``tau_S``, ``S`` *is* the support and ``tau_S``
+    the exact threshold. Rows unsettled after ``max_iter`` steps fall back to the sort.
+    """
+    y = z / 2
+    y2 = y * y
+    tau = torch.full_like(z.narrow(dim, 0, 1), -1.0)
+    out = torch.empty_like(tau)
+    done = torch.zeros(tau.shape, dtype=torch.bool, device=z.device)
+    for _ in range(max_iter):
+        supp = y > tau
+        k = supp.sum(dim=dim, keepdim=True).to(z.dtype)
+        s1 = torch.where(supp, y, 0).sum(dim=dim, keepdim=True)
+        s2 = torch.where(supp, y2, 0).sum(dim=dim, keepdim=True)
+        mean = s1 / k
+        delta = 1 / k - (s2 / k - mean * mean)
+        tau_s = mean - torch.sqrt(torch.clamp(delta, min=0))
+        ok = (delta >= 0) & ((y > tau_s).sum(dim=dim, keepdim=True) == k)
+        new = ok & ~done
+        out = torch.where(new, tau_s, out)
+        done = done | ok
+        if bool(done.all()):
+            return out
+        # Newton step on f(tau) = s2 - 2 tau s1 + k tau^2 = 1 (restricted to S)
+        f = s2 - 2 * tau * s1 + k * tau * tau - 1
+        tau = tau + f / (2 * (s1 - k * tau))
+    return _fallback(z, dim, out, ~done, entmax15_tau_sort)
+
+
+def _fallback(z, dim, tau, bad, sort_fn):
+    """Recompute the threshold by sorting for the rows flagged ``bad``."""
+    if not bool(bad.any()):
+        return tau
+    zt = z.movedim(dim, -1)
+    bt = bad.movedim(dim, -1).squeeze(-1)
+    tt = tau.movedim(dim, -1).clone()
+    tt[bt] = sort_fn(zt[bt], -1)
+    return tt.movedim(-1, dim)
+
+
+# ------------------------------------------------------------------------- bisection
+def entmax_tau_bisect(
+    z: torch.Tensor, alpha: torch.Tensor, dim: int, n_iter: int | None = None
+) -> torch.Tensor:
+    """alpha-entmax by bisection on ``tau`` for any ``alpha > 1``; returns ``p``.
+
+    ``f(tau) = sum [(alpha-1) z - tau]_+^(1/(alpha-1))`` decreases in ``tau``; the root
+    of ``f = 1`` lies in ``[-1, -(1/n)^(alpha-1)]``. Each step halves the bracket, so
+    ``n_iter`` steps give ``2^-n_iter`` accuracy (default: enough for the dtype). The
+    result is renormalised to sum to one.
+    """
+    if n_iter is None:
+        n_iter = 60 if z.dtype == torch.float64 else 32
+    n = z.shape[dim]
+    am1 = alpha - 1
+    y = torch.clamp(am1 * z, min=FLOOR)
+    beta = 1 / am1
+    lo = torch.full_like(y.narrow(dim, 0, 1), -1.0)
+    hi = torch.zeros_like(lo) - (1.0 / n) ** am1
+    for _ in range(n_iter):
+        mid = (lo + hi) / 2
+        f = (torch.clamp(y - mid, min=0) ** beta).sum(dim=dim, keepdim=True)
+        big = f >= 1
+        lo = torch.where(big, mid, lo)
+        hi = torch.where(big, hi, mid)
+    p = torch.clamp(y - (lo + hi) / 2, min=0) ** beta
+    total = p.sum(dim=dim, keepdim=True)
+    return p / torch.where(total > 0, total, 1)
