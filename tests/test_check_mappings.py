@@ -1,0 +1,94 @@
+"""The chapter 3 checks pass the library, fail wrong answers, and wait for stubs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnlab
+from attnlab.check import CheckFailed
+
+
+def good_sparsemax(x):
+    return attnlab.sparsemax(x)
+
+
+def good_tau(theta):
+    p = attnlab.sparsemax(theta)
+    j = int(p.argmax())
+    return float(theta[j] - p[j])
+
+
+def good_vjp(p, g):
+    s = (p > 0).to(g.dtype)
+    k = s.sum(-1, keepdim=True).clamp_min(1)
+    return s * (g - (g * s).sum(-1, keepdim=True) / k)
+
+
+def naive_sparsemax(x):  # forgets the -inf guard: NaN on a fully masked row
+    zs, _ = torch.sort(x, dim=-1, descending=True)
+    cs = zs.cumsum(-1) - 1
+    r = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+    k = (r * zs > cs).sum(-1, keepdim=True)
+    return torch.clamp(x - cs.gather(-1, k - 1) / k, min=0)
+
+
+def wrong_tau(theta):  # the mean is not the threshold
+    return float(theta.mean())
+
+
+def vjp_without_centering(p, g):  # drops the -s s^T/|S| term
+    return (p > 0).to(g.dtype) * g
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+CASES = [
+    (attnlab.check.sparsemax_sort, good_sparsemax, naive_sparsemax),
+    (attnlab.check.sparsemax_threshold, good_tau, wrong_tau),
+    (attnlab.check.sparsemax_vjp, good_vjp, vjp_without_centering),
+]
+
+
+@pytest.mark.parametrize("check,good,bad", CASES)
+def test_check_passes_reference_and_fails_wrong(check, good, bad, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    assert check(good)
+    assert "✅" in capsys.readouterr().out
+    with pytest.raises(CheckFailed):
+        check(bad)
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    assert not check(bad)
+    assert "❌" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        attnlab.check.sparsemax_sort,
+        attnlab.check.sparsemax_threshold,
+        attnlab.check.sparsemax_vjp,
+    ],
+)
+def test_stub_reports_not_implemented(check, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    assert not check(stub)
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_softmax_is_not_sparsemax(monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    assert not attnlab.check.sparsemax_sort(lambda x: attnlab.softmax(x))
+    assert "❌" in capsys.readouterr().out
+
+
+def test_naive_sort_fails_only_on_the_fully_masked_row(monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    attnlab.check.sparsemax_sort(naive_sparsemax)
+    assert "fully masked" in capsys.readouterr().out
+
+
+def test_worked_example_threshold_is_point_four():
+    assert abs(good_tau(torch.tensor([1.0, 0.8, 0.1, -0.5])) - 0.4) < 1e-6
