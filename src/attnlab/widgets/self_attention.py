@@ -127,8 +127,8 @@ def attention_heatmap(
     weights = softmax(scores, dim=-1)  # (T, T)
     if show:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        m = float(scores.abs().max()) or 1.0
-        heatmap(scores, tokens, tokens, ax=axes[0], vmin=-m, vmax=m, cmap="RdBu_r")
+        low = min(0.0, float(scores.min()))
+        heatmap(scores, tokens, tokens, ax=axes[0], vmin=low)
         axes[0].set_title("scores (symmetric?)" if tied else "scores")
         heatmap(weights, tokens, tokens, ax=axes[1], vmax=1.0)
         axes[1].set_title("weights: each row sums to 1")
