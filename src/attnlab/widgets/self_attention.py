@@ -215,9 +215,11 @@ def mask_lab(
         fig, ax = plt.subplots(figsize=(6, 3.2))
         labels = [f"k{j}" for j in range(S - 2)] + ["pad", "pad"]
         heatmap(weights, labels, [f"q{i}" for i in range(T)], ax=ax, vmax=1.0)
+        dead = f" (q{T - 1}: no key left)" if mask_last_query else ""
         ax.set_title(
             f"mask {mask}, scores ×{score_scale:g}, {dtype}: "
-            f"leak {leaked:.2f}, NaN: {bool(torch.isnan(weights).any())}"
+            f"leak {leaked:.2f}, NaN: {bool(torch.isnan(weights).any())}{dead}",
+            fontsize=10,
         )
         fig.tight_layout()
         plt.show()
