@@ -151,12 +151,14 @@ def head_view_widget():
     """Pick a sentence, a head and a query token for :func:`head_view`."""
     import ipywidgets as w
 
+    def view(head, sentence, token):  # the slider may outrun a shorter sentence
+        return head_view(head, sentence, min(token, len(sentence.split()) - 1))
+
     return w.interactive(
-        head_view,
+        view,
         head=w.Dropdown(options=["all", *HEAD_NAMES], value="previous token"),
         sentence=w.Dropdown(options=SENTENCES, value=SENTENCES[0]),
         token=w.IntSlider(value=1, min=0, max=10, continuous_update=False),
-        show=w.fixed(True),
     )
 
 
@@ -185,6 +187,9 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
             if seen is not None:
                 for h, positions in enumerate(seen):
                     img[positions, h] = grid[positions, h]
+                    for r, i in enumerate(positions):  # head h sees position i as row r
+                        color = "white" if i < T / 2 else "black"
+                        ax.text(h, i, f"row {r}", ha="center", va="center", color=color)
             ax.imshow(
                 img.numpy(), cmap="viridis", vmin=0, vmax=max(T - 1, 1), aspect="auto"
             )
