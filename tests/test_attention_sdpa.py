@@ -198,3 +198,24 @@ def test_errors():
         sdpa(q, k, v, dropout_p=1.5)
     with pytest.raises(ValueError, match=r"\(\.\.\., L, D\)"):
         sdpa(q[0, 0, 0], k, v)
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_sparse_mappings_with_masks(name):
+    mapping = getattr(attnlab, name, None)
+    if mapping is None:
+        pytest.skip(f"attnlab.{name} not available")
+    q, k, v = (t.requires_grad_() for t in qkv(2, 3, 5, 6, 4, 4, dtype=torch.float64))
+    m = torch.ones(5, 6, dtype=torch.bool).tril()
+    m[2] = False  # a fully masked row
+
+    def fn(q, k, v):
+        return sdpa(q, k, v, attn_mask=m, mapping=mapping)[0]
+
+    out, w = sdpa(q, k, v, attn_mask=m, mapping=mapping)
+    assert torch.all(w[..., 2, :] == 0) and torch.all(w[..., ~m] == 0)
+    assert (w == 0).any(dim=-1)[..., [3, 4]].any()  # sparse: some allowed keys get 0
+    torch.testing.assert_close(
+        w[..., [0, 1, 3, 4], :].sum(-1), torch.ones(2, 3, 4).double()
+    )
+    assert torch.autograd.gradcheck(fn, (q, k, v))
