@@ -127,7 +127,7 @@ def _with_inf(x, frac=0.3):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
-@pytest.mark.parametrize("method", ["iter", "sort"])
+@pytest.mark.parametrize("method", ["topk", "iter", "sort"])
 def test_agree_with_entmax_package(n, method):
     for scale in (0.05, 1.0, 20.0):
         x = _with_inf(_scores((50, n), scale=scale))
@@ -153,15 +153,31 @@ def test_float32_exact_to_1e6_at_n1024():
         assert (ours(x) - ours(x.double())).abs().max() < 1e-6
 
 
-def test_gradients_agree_with_entmax_package():
+@pytest.mark.parametrize("method", ["topk", "iter", "sort"])
+def test_gradients_agree_with_entmax_package(method):
     x = _with_inf(_scores((20, 30)))
     g = torch.randn(20, 30, dtype=torch.float64)
     for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
         a = x.clone().requires_grad_()
         b = x.clone().requires_grad_()
-        (ours(a) * g).sum().backward()
+        (ours(a, method=method) * g).sum().backward()
         (ref(b) * g).sum().backward()
         torch.testing.assert_close(a.grad, b.grad, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_topk_retries_longer_prefixes_exactly(monkeypatch, dim):
+    monkeypatch.setitem(K.FIRST_K, "sparsemax", 1)  # every live row must retry
+    monkeypatch.setitem(K.FIRST_K, "entmax15", 1)
+    x = _with_inf(_scores((30, 70), scale=0.1)).movedim(-1, dim).contiguous()
+    x.select(dim - 1 if dim == -1 else 1, 4).fill_(float("-inf"))  # one dead row
+    for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
+        got = ours(x, dim=dim)
+        torch.testing.assert_close(got, ours(x, dim=dim, method="sort"))
+        live = torch.isfinite(x.amax(dim, keepdim=True)).expand_as(x)
+        want = ref(torch.where(live, x, 0.0), dim=dim)  # the package fails on dead rows
+        torch.testing.assert_close(got[live], want[live], atol=1e-12, rtol=0)
+        assert (got[~live] == 0).all()
 
 
 def test_fallback_to_sort_gives_same_threshold():
@@ -184,6 +200,8 @@ def test_fallback_to_sort_gives_same_threshold():
 def test_gradcheck(name, shape, dim):
     x = _scores(shape).requires_grad_()
     assert gradcheck(lambda t: SIMPLEX[name](t, dim=dim), (x,))
+    if name != "softmax":
+        assert gradcheck(lambda t: SIMPLEX[name](t, dim=dim, method="iter"), (x,))
 
 
 @pytest.mark.parametrize("shape,dim", [((6,), -1), ((3, 5), -1), ((4, 3, 5), 1)])
@@ -236,9 +254,11 @@ def test_property_sort_and_iteration_and_bisection_agree(vals):
     x = torch.tensor(vals, dtype=torch.float64)
     sp = M.sparsemax(x)
     torch.testing.assert_close(sp, M.sparsemax(x, method="sort"), atol=1e-12, rtol=0)
+    torch.testing.assert_close(sp, M.sparsemax(x, method="iter"), atol=1e-12, rtol=0)
     torch.testing.assert_close(sp, M.entmax_bisect(x, 2.0), atol=1e-9, rtol=0)
     e15 = M.entmax15(x)
     torch.testing.assert_close(e15, M.entmax15(x, method="sort"), atol=1e-12, rtol=0)
+    torch.testing.assert_close(e15, M.entmax15(x, method="iter"), atol=1e-12, rtol=0)
     torch.testing.assert_close(e15, M.entmax_bisect(x, 1.5), atol=1e-9, rtol=0)
 
 

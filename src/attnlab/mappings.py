@@ -122,41 +122,59 @@ def _jvp_simplex(g: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------ sparsemax
-def _sparsemax_forward(x, dim, method="iter"):
+_METHODS = ("topk", "iter", "sort")
+
+
+def _method(method: str, name: str) -> str:
+    if method not in _METHODS:
+        raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
+    return method
+
+
+def _sparsemax_forward(x, dim, method="topk"):
+    """``(p, |S|)``: the weights and the support size of each row."""
+    if method == "topk":
+        m, tau, size, _ = _k.threshold_topk(x, dim, "sparsemax", "sparsemax")
+        return (x - m).sub_(tau).clamp_(min=0), size  # -inf -> 0; dead rows: m = 0
     z, live = _shift(x, dim, "sparsemax")
     tau_fn = _k.sparsemax_tau_iter if method == "iter" else _k.sparsemax_tau_sort
-    return torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
+    p = torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
+    return p, (p > 0).sum(dim=dim, keepdim=True).to(p.dtype)
 
 
 class SparsemaxFunction(torch.autograd.Function):
-    """sparsemax with its Jacobian ``diag(s) - s s^T / |S|`` (``s`` = support indicator)."""
+    """sparsemax with its Jacobian ``diag(s) - s s^T / |S|`` (``s`` = support indicator).
+
+    Backward: ``J^T g = s * (g - mean_S(g))``, two passes over the row.
+    """
 
     @staticmethod
-    def forward(ctx, x, dim=-1, method="iter"):
-        p = _sparsemax_forward(x, dim, method)
+    def forward(ctx, x, dim=-1, method="topk"):
+        p, size = _sparsemax_forward(x, dim, method)
         ctx.dim = dim
-        ctx.save_for_backward(p)
+        ctx.save_for_backward(p, size)
         return p
 
     @staticmethod
     def backward(ctx, g):
-        (p,) = ctx.saved_tensors
-        return _jvp_simplex(g, (p > 0).to(g.dtype), ctx.dim), None, None
+        p, size = ctx.saved_tensors
+        supp = p > 0
+        gs = torch.where(supp, g, 0)
+        mean = gs.sum(dim=ctx.dim, keepdim=True) / torch.clamp(size, min=1)
+        return torch.where(supp, gs.sub_(mean), 0), None, None
 
 
-def _method(method: str, name: str) -> str:
-    if method not in ("iter", "sort"):
-        raise ValueError(f"{name}: method must be 'iter' or 'sort', got {method!r}")
-    return method
-
-
-def sparsemax(x: torch.Tensor, dim: int = -1, *, method: str = "iter") -> torch.Tensor:
+def sparsemax(x: torch.Tensor, dim: int = -1, *, method: str = "topk") -> torch.Tensor:
     """Euclidean projection of the scores onto the simplex (Martins & Astudillo 2016).
 
     ``sparsemax(x) = argmin_{p in simplex} ||p - x||^2 = [x - tau]_+`` with ``tau`` the
-    threshold that makes the weights sum to one. ``method="iter"`` (default) finds
-    ``tau`` with sort-free threshold iterations and an exact support check;
-    ``method="sort"`` uses the textbook O(n log n) sort. Both are exact.
+    threshold that makes the weights sum to one, ``tau = (sum_S x - 1) / |S|`` on the
+    support ``S``. How ``tau`` is found (all exact):
+
+    * ``"topk"`` (default): sort only the top few scores of each row, check that the
+      support found is shorter than the prefix, else retry with a longer one;
+    * ``"iter"``: sort-free threshold iterations (Michelot) with an exact support check;
+    * ``"sort"``: the textbook O(n log n) full sort.
 
     Parameters
     ----------
@@ -170,31 +188,46 @@ def sparsemax(x: torch.Tensor, dim: int = -1, *, method: str = "iter") -> torch.
 
 
 # ------------------------------------------------------------------------ 1.5-entmax
+def _entmax15_forward(x, dim, method="topk"):
+    """``(p, sum_S sqrt(p))`` for 1.5-entmax."""
+    if method == "topk":
+        m, tau, s_sum, _ = _k.threshold_topk(x, dim, "entmax15", "entmax15")
+        p = torch.add(-tau, x - m, alpha=0.5).clamp_(min=0).square_()  # [z/2 - tau]_+^2
+        return p, s_sum
+    z, live = _shift(x, dim, "entmax15")
+    tau_fn = _k.entmax15_tau_iter if method == "iter" else _k.entmax15_tau_sort
+    p = torch.where(live, torch.clamp(z / 2 - tau_fn(z, dim), min=0).square(), 0)
+    return p, p.sqrt().sum(dim=dim, keepdim=True)
+
+
 class Entmax15Function(torch.autograd.Function):
     """1.5-entmax with Jacobian ``diag(s) - s s^T / sum(s)``, ``s = sqrt(p)``."""
 
     @staticmethod
-    def forward(ctx, x, dim=-1, method="iter"):
-        z, live = _shift(x, dim, "entmax15")
-        tau_fn = _k.entmax15_tau_iter if method == "iter" else _k.entmax15_tau_sort
-        tau = tau_fn(z, dim)
-        p = torch.where(live, torch.clamp(z / 2 - tau, min=0).square(), 0)
+    def forward(ctx, x, dim=-1, method="topk"):
+        p, s_sum = _entmax15_forward(x, dim, method)
         ctx.dim = dim
-        ctx.save_for_backward(p)
+        ctx.save_for_backward(p, s_sum)
         return p
 
     @staticmethod
     def backward(ctx, g):
-        (p,) = ctx.saved_tensors
-        return _jvp_simplex(g, p.sqrt().to(g.dtype), ctx.dim), None, None
+        p, s_sum = ctx.saved_tensors
+        s = p.sqrt()
+        gs = g * s
+        den = torch.where(s_sum > 0, s_sum, 1)
+        mean = gs.sum(dim=ctx.dim, keepdim=True) / den
+        return torch.addcmul(gs, s, mean, value=-1), None, None
 
 
-def entmax15(x: torch.Tensor, dim: int = -1, *, method: str = "iter") -> torch.Tensor:
+def entmax15(x: torch.Tensor, dim: int = -1, *, method: str = "topk") -> torch.Tensor:
     """1.5-entmax (Peters, Niculae & Martins 2019): ``p = [x/2 - tau]_+^2``.
 
     The solution of ``max_{p in simplex} p.x + H_1.5(p)`` with the Tsallis entropy
     ``H_a(p) = (1 - sum p_j^a) / (a (a - 1))``; sparse like sparsemax, smooth like
-    softmax. ``method`` as in :func:`sparsemax`; both are exact.
+    softmax. On a known support ``tau`` solves a quadratic exactly; ``method`` picks how
+    the support is found, as in :func:`sparsemax` (``"iter"`` uses Newton steps with an
+    exact support check). All methods are exact.
     """
     _check_dim(x, dim, "entmax15")
     _check_float(x, "entmax15")
@@ -296,7 +329,7 @@ class FusedmaxFunction(torch.autograd.Function):
                 y[i, keep] = torch.from_numpy(yi)
                 groups[i, keep] = torch.from_numpy(gi)
         y = y.to(x.device, x.dtype).view(xt.shape).movedim(-1, dim)
-        p = _sparsemax_forward(y, dim)
+        p, _ = _sparsemax_forward(y, dim)
         ctx.groups = groups.to(x.device).view(xt.shape)
         ctx.dim = dim
         ctx.save_for_backward(p)

@@ -155,3 +155,76 @@ def entmax_tau_bisect(
     p = torch.clamp(y - (lo + hi) / 2, min=0) ** beta
     total = p.sum(dim=dim, keepdim=True)
     return p / torch.where(total > 0, total, 1)
+
+
+# ------------------------------------------------------------ partial sort (top-k)
+def _prefix_sparsemax(zs: torch.Tensor, dim: int):
+    """On the sorted prefix ``zs`` (top-k of each row, shifted): tau, |S|, |S| < k."""
+    cs = zs.cumsum(dim) - 1
+    r = _arange_like(zs, dim)
+    size = (r * zs > cs).sum(dim=dim, keepdim=True)
+    tau = cs.gather(dim, size - 1) / size.to(zs.dtype)
+    return tau, size.to(zs.dtype), size < zs.shape[dim]
+
+
+def _prefix_entmax15(zs: torch.Tensor, dim: int):
+    """Same for 1.5-entmax; the third value returned is ``sum_S sqrt(p) = |S| (mean - tau)``."""
+    ys = zs / 2
+    r = _arange_like(zs, dim)
+    mean = ys.cumsum(dim) / r
+    delta = 1 / r - ((ys * ys).cumsum(dim) / r - mean * mean)
+    tau = mean - torch.sqrt(torch.clamp(delta, min=0))
+    size = (tau <= ys).sum(dim=dim, keepdim=True)
+    tau_k = tau.gather(dim, size - 1)
+    s_sum = size.to(zs.dtype) * (mean.gather(dim, size - 1) - tau_k)
+    return tau_k, s_sum, size < zs.shape[dim]
+
+
+PREFIX = {"sparsemax": _prefix_sparsemax, "entmax15": _prefix_entmax15}
+FIRST_K = {"sparsemax": 16, "entmax15": 64}  # a little above typical support sizes
+
+
+def threshold_topk(x: torch.Tensor, dim: int, kind: str, name: str):
+    """Exact threshold from a partial sort, with an exact fallback.
+
+    Sort only the ``k`` largest scores of each row (``torch.topk``) and run the sorted
+    algorithm on that prefix. If the support found is shorter than ``k`` it is the true
+    support (the support condition holds for a prefix of the sorted scores and fails
+    after it), so the threshold is exact. Rows whose support fills the prefix are redone
+    with ``4k``, and so on up to the full sort.
+
+    Returns ``(m, tau, aux, live)``, each with size 1 along ``dim``: the row max ``m``
+    (0 for a fully masked row), the threshold ``tau`` for the shifted scores ``x - m``,
+    ``aux`` (support size for sparsemax, ``sum_S sqrt(p)`` for 1.5-entmax) and the mask
+    of live (not fully masked) rows. Raises ValueError on NaN or ``+inf``.
+    """
+    n = x.shape[dim]
+    k = min(n, FIRST_K[kind])
+    vals = torch.topk(x, k, dim=dim).values  # sorted, largest first
+    m = vals.narrow(dim, 0, 1)
+    if bool(torch.isnan(m).any() | (m == float("inf")).any()):
+        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+    live = m > float("-inf")
+    m = torch.where(live, m, 0)
+    tau, aux, ok = PREFIX[kind](torch.clamp(vals - m, min=FLOOR), dim)
+    ok = ok | ~live  # a fully masked row has nothing to find
+    if k < n and not bool(ok.all()):
+        _redo(x, m, tau, aux, ok, dim, kind, 4 * k)
+    return m, tau, aux, live
+
+
+def _redo(x, m, tau, aux, ok, dim, kind, k):
+    """Recompute (in place) ``tau`` and ``aux`` for the rows with ``ok == False``."""
+    n = x.shape[dim]
+    rows = x.movedim(dim, -1).reshape(-1, n)
+    bad = (~ok).movedim(dim, -1).reshape(-1).nonzero().squeeze(-1)
+    tau_f, aux_f = tau.movedim(dim, -1).reshape(-1), aux.movedim(dim, -1).reshape(-1)
+    m_f = m.movedim(dim, -1).reshape(-1)
+    while bad.numel():
+        k = min(n, k)
+        vals = torch.topk(rows[bad], k, dim=-1).values
+        t, a, good = PREFIX[kind](torch.clamp(vals - m_f[bad, None], min=FLOOR), -1)
+        good = good.squeeze(-1) | (k == n)
+        tau_f[bad[good]] = t.squeeze(-1)[good]
+        aux_f[bad[good]] = a.squeeze(-1)[good]
+        bad, k = bad[~good], 4 * k
