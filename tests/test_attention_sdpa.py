@@ -159,6 +159,7 @@ def test_broadcasting_and_3d_inputs():
 
 def test_mapping_swap():
     q, k, v = qkv(1, 1, 3, 4, 2, 2)
+    torch.testing.assert_close(sdpa(q, k, v, mapping=None)[1], sdpa(q, k, v)[1])
     out, w = sdpa(q, k, v, mapping=lambda s: attnlab.softmax(s, temperature=1e-4))
     assert torch.allclose(w.amax(-1), torch.ones(1, 1, 3))  # near one-hot
     m = torch.ones(3, 4, dtype=torch.bool)

@@ -66,7 +66,7 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: float | None = None,
     dropout_p: float = 0.0,
-    mapping: Callable = softmax,
+    mapping: Callable | None = None,
 ):
     r"""Scaled dot-product attention that also returns its weights.
 
@@ -89,7 +89,7 @@ def scaled_dot_product_attention(
     dropout_p : dropout probability on the weights, applied whenever > 0 (as PyTorch's
         function; pass ``0.0`` at evaluation time).
     mapping : scores -> weights along the last dimension, e.g. ``attnlab.sparsemax``;
-        default :func:`attnlab.softmax`.
+        ``None`` (the default) means :func:`attnlab.softmax`.
 
     Returns
     -------
@@ -121,6 +121,7 @@ def scaled_dot_product_attention(
             "pass either attn_mask or is_causal=True, not both (combine them with "
             "attnlab.combine_masks(attn_mask, attnlab.causal_mask(T, S)))"
         )
+    mapping = softmax if mapping is None else mapping
     T, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if is_causal:
