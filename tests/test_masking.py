@@ -90,3 +90,13 @@ def test_combine_masks():
 def test_fully_masked_rows():
     s = torch.tensor([[0.0, -math.inf], [-math.inf, -math.inf], [-1e4, -1e4]])
     assert masking.fully_masked_rows(s).squeeze(-1).tolist() == [False, True, False]
+
+
+def test_to_additive_names_a_mask_value_that_does_not_fit_the_dtype():
+    mask = torch.tensor([True, False])
+    with pytest.raises(ValueError, match="does not fit in torch.float16"):
+        masking.to_additive(mask, -1e9, dtype=torch.float16)
+    out = masking.to_additive(mask, float("-inf"), dtype=torch.float16)
+    assert out.dtype == torch.float16 and torch.isinf(out[1]) and out[0] == 0
+    out = masking.to_additive(mask, -65504.0, dtype=torch.float16)
+    assert out[1] == -65504.0

@@ -63,6 +63,14 @@ def to_additive(mask: torch.Tensor, mask_value: float = float("-inf"), dtype=Non
     if mask.dtype != torch.bool:
         raise TypeError(f"to_additive expects a boolean mask, got dtype {mask.dtype}")
     dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point:
+        raise TypeError(f"to_additive: dtype must be a float type, got {dtype}")
+    lowest = torch.finfo(dtype).min
+    if mask_value != float("-inf") and mask_value < lowest:
+        raise ValueError(
+            f"to_additive: mask_value={mask_value:g} does not fit in {dtype} (its lowest "
+            f"finite value is {lowest:g}); use float('-inf') or a value >= {lowest:g}"
+        )
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return out.masked_fill(~mask, mask_value)
 
