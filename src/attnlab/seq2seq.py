@@ -1,3 +1,292 @@
-"""(being written)"""
+"""RNN encoder–decoder (seq2seq), with and without attention.
 
-__all__: list[str] = []
+The encoder is a bidirectional GRU: it reads the source ``x_1 .. x_S`` and returns one
+annotation ``h_j`` per source position (the keys and values of attention) and a summary
+of the whole sentence (its two final states).
+
+The decoder is a GRU that writes the target one token at a time. At step ``t`` it
+needs a *context* ``c_t``:
+
+* **no attention** (the RNN encoder–decoder of Cho et al., 2014): ``c_t = summary``,
+  the same fixed-size vector at every step — the bottleneck;
+* **attention** (Bahdanau et al., 2015): the previous decoder state ``s_{t-1}`` is the
+  query, the annotations are keys and values, ``c_t = Σ_j α_tj h_j`` with
+  ``α_t = softmax(score(s_{t-1}, h_·))`` over the real (non-padding) source positions.
+  ``score`` is any scorer of :mod:`attnlab.scoring`: ``additive`` (Bahdanau),
+  ``dot`` or ``bilinear`` (the "dot" and "general" scores of Luong et al., 2015).
+
+Then ``s_t = GRU([emb(y_{t-1}); c_t], s_{t-1})`` and the next-token logits are a linear
+map of ``[s_t; c_t; emb(y_{t-1})]``. (Luong et al. query with ``s_t`` after the GRU
+step instead of ``s_{t-1}``; we keep Bahdanau's order for every scorer, so the scorers
+can be compared with all else equal.)
+
+Shapes: B batch, S source positions, T target positions, D = ``2 * d_hidden`` the
+annotation size (also the decoder state size), V vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .attention import attend
+from .data import Vocab
+from .masking import padding_mask
+from .scoring import get_scorer
+from .train import token_loss
+
+__all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
+
+ATTENTIONS = (None, "additive", "dot", "bilinear")
+
+
+@dataclass
+class Seq2SeqConfig:
+    """Sizes of a :class:`Seq2Seq` model (defaults train on a CPU in seconds)."""
+
+    src_vocab: int  # source vocabulary size (with the 4 special tokens)
+    tgt_vocab: int  # target vocabulary size (with the 4 special tokens)
+    d_emb: int = 32  # token embedding size, source and target
+    d_hidden: int = 64  # encoder GRU size per direction; annotations are 2 * d_hidden
+    attention: str | None = "additive"  # None, "additive", "dot" or "bilinear"
+    d_attn: int = 64  # hidden size of the additive scorer
+    style: str = (
+        "bahdanau"  # where attention sits: "bahdanau" (query s_{t-1}) or "luong"
+    )
+
+    def __post_init__(self):
+        if self.attention not in ATTENTIONS:
+            raise ValueError(
+                f"attention must be one of {ATTENTIONS}, got {self.attention!r}"
+            )
+        if self.style not in ("bahdanau", "luong"):
+            raise ValueError(f"style must be 'bahdanau' or 'luong', got {self.style!r}")
+        for name in ("src_vocab", "tgt_vocab", "d_emb", "d_hidden", "d_attn"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+def _check_src(src, src_lengths):
+    if not isinstance(src, torch.Tensor) or src.dim() != 2:
+        shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
+        raise ValueError(f"src must be a (B, S) tensor of ids, got {shape}")
+    if src_lengths.shape != (src.shape[0],):
+        raise ValueError(
+            f"src_lengths must have shape (B,) = ({src.shape[0]},), "
+            f"got {tuple(src_lengths.shape)}"
+        )
+    if int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.shape[1]:
+        raise ValueError(
+            f"src_lengths must be in 1..S={src.shape[1]}, got {src_lengths.tolist()}"
+        )
+
+
+class Encoder(nn.Module):
+    """Bidirectional GRU over the source; padding is skipped (packed sequences)."""
+
+    def __init__(self, vocab: int, d_emb: int, d_hidden: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
+        self.rnn = nn.GRU(d_emb, d_hidden, batch_first=True, bidirectional=True)
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor):
+        """src (B, S), src_lengths (B,) -> annotations (B, S, D), summary (B, D)."""
+        B, S = src.shape
+        x = self.embed(src)  # (B, S, E)
+        packed = pack_padded_sequence(
+            x, src_lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        out, h_n = self.rnn(packed)  # h_n (2, B, D/2): forward last, backward first
+        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=S)
+        summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, D)
+        return annotations, summary  # (B, S, D), (B, D); zeros on padding
+
+
+class Decoder(nn.Module):
+    """GRU decoder; its context is the fixed summary or an attention read-out.
+
+    ``style`` says where attention sits (it changes nothing without attention):
+
+    * ``"bahdanau"``: query ``s_{t-1}``; ``c_t`` enters the GRU step. Sequential, so
+      teacher forcing runs a Python loop over the T steps.
+    * ``"luong"``: the GRU first reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the
+      query. Teacher forcing runs the GRU over all steps at once and attends for all T
+      queries in one call: several times faster on a CPU.
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        d_emb: int,
+        d: int,
+        attention: str | None,
+        d_attn: int,
+        style: str = "bahdanau",
+    ):
+        super().__init__()
+        self.attention, self.style = attention, style
+        self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
+        self.init = nn.Linear(d, d)  # summary -> s_0
+        self.rnn = nn.GRU(d_emb + d, d, batch_first=True)  # input [emb; c or summary]
+        self.out = nn.Linear(d + d + d_emb, vocab)
+        self.scorer = (
+            get_scorer(attention, d_q=d, d_k=d, d_hidden=d_attn) if attention else None
+        )
+
+    @property
+    def sequential(self) -> bool:
+        """True if the context feeds the GRU step (Bahdanau with attention)."""
+        return self.scorer is not None and self.style == "bahdanau"
+
+    def start(self, summary: torch.Tensor) -> torch.Tensor:
+        """First decoder state ``s_0 = tanh(W summary)``: (B, D) -> (B, D)."""
+        return torch.tanh(self.init(summary))
+
+    def context(self, s, annotations, mask, summary):
+        """Context for queries ``s (B, T, D)``: (c (B, T, D), weights (B, T, S) or None).
+
+        ``annotations (B, S, D)`` are keys and values, ``mask (B, S)`` is True on real
+        source tokens. Without attention, ``c`` is the summary at every step.
+        """
+        if self.scorer is None:
+            return summary[:, None, :].expand_as(s), None  # (B, T, D)
+        return attend(
+            s,  # queries (B, T, D)
+            annotations,  # keys (B, S, D)
+            annotations,  # values (B, S, D)
+            score=self.scorer,
+            mask=mask[:, None, :],  # (B, 1, S): padding never receives weight
+        )  # (B, T, D), (B, T, S)
+
+    def step(self, y_prev, s, annotations, mask, summary):
+        """One step: previous ids (B,), state (B, D) -> logits (B, V), state, weights.
+
+        ``weights`` (B, S) is where this step looked (None without attention).
+        """
+        e = self.embed(y_prev)[:, None, :]  # (B, 1, E)
+        if self.sequential:
+            c, w = self.context(s[:, None, :], annotations, mask, summary)  # (B, 1, D)
+            _, h = self.rnn(torch.cat([e, c], dim=-1), s[None])  # h (1, B, D)
+        else:
+            x = torch.cat([e, summary[:, None, :]], dim=-1)  # (B, 1, E + D)
+            _, h = self.rnn(x, s[None])  # h (1, B, D)
+            c, w = self.context(h[0][:, None, :], annotations, mask, summary)
+        s = h[0]  # (B, D)
+        logits = self.out(torch.cat([s, c[:, 0], e[:, 0]], dim=-1))  # (B, V)
+        return logits, s, (None if w is None else w[:, 0])
+
+    def forward(self, tgt_in, annotations, mask, summary):
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
+        B, T = tgt_in.shape
+        s0 = self.start(summary)  # (B, D)
+        if self.sequential:
+            s, logits, weights = s0, [], []
+            for t in range(T):
+                lt, s, w = self.step(tgt_in[:, t], s, annotations, mask, summary)
+                logits.append(lt)
+                weights.append(w)
+            return torch.stack(logits, dim=1), torch.stack(weights, dim=1)
+        e = self.embed(tgt_in)  # (B, T, E)
+        x = torch.cat([e, summary[:, None, :].expand(B, T, -1)], dim=-1)  # (B, T, E+D)
+        states, _ = self.rnn(x, s0[None])  # (B, T, D): s_1 .. s_T
+        c, w = self.context(states, annotations, mask, summary)  # (B, T, D), (B, T, S)
+        return self.out(torch.cat([states, c, e], dim=-1)), w  # (B, T, V), (B, T, S)
+
+
+class Seq2Seq(nn.Module):
+    """Encoder–decoder with a fixed context (``attention=None``) or with attention.
+
+    >>> cfg = Seq2SeqConfig(src_vocab=16, tgt_vocab=16, attention="additive")
+    >>> model = Seq2Seq(cfg)
+    >>> logits, weights = model(batch.src, batch.src_lengths, batch.tgt_in)
+    >>> ids, weights = model.greedy(batch.src, batch.src_lengths, max_len=30)
+    """
+
+    def __init__(self, config: Seq2SeqConfig):
+        super().__init__()
+        self.config = config
+        d = 2 * config.d_hidden
+        self.encoder = Encoder(config.src_vocab, config.d_emb, config.d_hidden)
+        self.decoder = Decoder(
+            config.tgt_vocab,
+            config.d_emb,
+            d,
+            config.attention,
+            config.d_attn,
+            config.style,
+        )
+
+    @property
+    def attention(self) -> str | None:
+        return self.config.attention
+
+    def encode(self, src, src_lengths):
+        """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens."""
+        _check_src(src, src_lengths)
+        annotations, summary = self.encoder(src, src_lengths)
+        mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
+        return annotations, summary, mask
+
+    def forward(self, src, src_lengths, tgt_in):
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+        annotations, summary, mask = self.encode(src, src_lengths)
+        return self.decoder(tgt_in, annotations, mask, summary)
+
+    def loss(self, batch) -> torch.Tensor:
+        """Mean token cross-entropy of a :class:`attnlab.data.Batch` (teacher forcing)."""
+        logits, _ = self(batch.src, batch.src_lengths, batch.tgt_in)
+        return token_loss(logits, batch.tgt_out)
+
+    @torch.no_grad()
+    def greedy(self, src, src_lengths, max_len: int = 50):
+        """Greedy decoding: ids (B, T) ending in ``<eos>`` then ``<pad>``, weights.
+
+        ``weights`` (B, T, S) is where the decoder looked to write each output token
+        (zeros after ``<eos>``), or None without attention. ``T <= max_len``.
+        """
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        annotations, summary, mask = self.encode(src, src_lengths)
+        B, S = src.shape
+        s = self.decoder.start(summary)
+        y = torch.full((B,), Vocab.bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        ids, weights = [], []
+        for _ in range(max_len):
+            logits, s, w = self.decoder.step(y, s, annotations, mask, summary)
+            y = logits.argmax(-1).masked_fill(done, Vocab.pad_id)  # (B,)
+            ids.append(y)
+            if w is not None:
+                weights.append(w.masked_fill(done[:, None], 0.0))
+            done = done | (y == Vocab.eos_id)
+            if bool(done.all()):
+                break
+        w = torch.stack(weights, dim=1) if weights else None
+        return torch.stack(ids, dim=1), w  # (B, T), (B, T, S)
+
+    @torch.no_grad()
+    def translate(self, task, text, max_len: int | None = None) -> dict:
+        """Translate one typed input with ``task``'s vocabularies.
+
+        Returns ``{"src": tokens, "out": tokens, "text": str, "weights": (T, S) or
+        None, "target": tokens, "correct": bool}``.
+        """
+        batch = task.encode(text, device=next(self.parameters()).device)
+        max_len = max_len or batch.tgt.shape[1] + 10
+        was_training = self.training
+        self.eval()
+        ids, w = self.greedy(batch.src, batch.src_lengths, max_len)
+        self.train(was_training)
+        out = task.tgt_vocab.decode(ids[0])
+        n_out = min(len(out) + 1, ids.shape[1])  # + the <eos> step, if it came
+        return {
+            "src": batch.src_tokens[0],
+            "out": out,
+            "text": task.join(out),
+            "weights": None if w is None else w[0, :n_out].cpu(),
+            "target": batch.tgt_tokens[0],
+            "correct": out == batch.tgt_tokens[0],
+        }

@@ -23,6 +23,7 @@ Typical use::
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -99,12 +100,15 @@ def fit(
     lr: float = 3e-3,
     optimizer: torch.optim.Optimizer | None = None,
     clip: float | None = 1.0,
+    schedule: str | None = None,
+    warmup: int = 0,
     eval_fn: Callable[[nn.Module], float] | None = None,
     eval_every: int = 100,
     target: float | None = None,
     log_every: int = 100,
     seed: int | None = 0,
     device=None,
+    threads: int | None = 1,
     quiet: bool = False,
 ) -> History:
     """Train ``model`` for ``steps`` steps on ``batches`` (Adam by default).
@@ -118,6 +122,8 @@ def fit(
     steps, lr, optimizer : number of steps; Adam's learning rate unless an optimizer is
         given.
     clip : max global gradient norm (None: no clipping).
+    schedule : None (constant learning rate), ``"cosine"`` or ``"linear"`` decay to
+        zero at ``steps``, after ``warmup`` steps of linear warm-up.
     eval_fn : ``model -> float`` (e.g. exact-match accuracy), run every ``eval_every``
         steps and at the end, under ``torch.no_grad()``.
     target : stop as soon as ``eval_fn`` returns at least this.
@@ -125,6 +131,8 @@ def fit(
     seed : seeds Python, NumPy and torch before the first step (None: leave as is). The
         model's initial weights come from whatever seed was set when it was built.
     device : move each :class:`~attnlab.data.Batch` there (None: leave where it is).
+    threads : torch's CPU threads while training (restored afterwards). One thread is
+        fastest for small models, and far faster on a busy machine; None: leave as is.
     quiet : print nothing.
 
     Returns
@@ -137,8 +145,51 @@ def fit(
         raise ValueError("target needs an eval_fn to compare against")
     if seed is not None:
         seed_everything(seed)
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _fit(
+            model,
+            batches,
+            loss_fn,
+            steps,
+            lr,
+            optimizer,
+            clip,
+            schedule,
+            warmup,
+            eval_fn,
+            eval_every,
+            target,
+            log_every,
+            device,
+            quiet,
+        )
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _fit(
+    model,
+    batches,
+    loss_fn,
+    steps,
+    lr,
+    optimizer,
+    clip,
+    schedule,
+    warmup,
+    eval_fn,
+    eval_every,
+    target,
+    log_every,
+    device,
+    quiet,
+):
     loss_fn = loss_fn or _default_loss
     opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    sched = _scheduler(opt, schedule, warmup, steps)
     hist = History()
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t0 = time.perf_counter()
@@ -169,6 +220,7 @@ def fit(
         if clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
+        sched.step()
         hist.losses.append(loss.item())
         hist.steps = step
         if eval_fn is not None and step % eval_every == 0:
@@ -186,6 +238,27 @@ def fit(
     model.eval()
     hist.seconds = time.perf_counter() - t0
     return hist
+
+
+def _scheduler(opt, schedule, warmup, steps):
+    if schedule not in (None, "cosine", "linear"):
+        raise ValueError(
+            f"schedule must be None, 'cosine' or 'linear', got {schedule!r}"
+        )
+    if warmup < 0 or warmup >= steps:
+        raise ValueError(f"warmup must be in 0..steps-1={steps - 1}, got {warmup}")
+
+    def factor(i):  # i = steps already taken
+        if i < warmup:
+            return (i + 1) / warmup
+        if schedule is None:
+            return 1.0
+        frac = (i - warmup) / max(1, steps - warmup)
+        if schedule == "linear":
+            return max(0.0, 1.0 - frac)
+        return 0.5 * (1.0 + math.cos(math.pi * min(frac, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
 def _log(say, step, steps, hist, last_eval, t0):
@@ -245,6 +318,15 @@ def evaluate(
     Returns ``{"accuracy": float, "n": int}``.
     """
     decode_fn = decode_fn or greedy_ids
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models decode fastest on one thread
+    try:
+        return _evaluate(model, task, n, lengths, seed, batch_size, decode_fn, device)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _evaluate(model, task, n, lengths, seed, batch_size, decode_fn, device):
     was_training = model.training
     model.eval()
     hits, done, i = 0, 0, 0

@@ -1,0 +1,118 @@
+"""attnlab.data: vocabularies, padded batches, determinism, the two toy tasks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnlab
+from attnlab.data import DateTask, ReversalTask, Vocab, collate, make_task
+
+
+def test_vocab_specials_and_roundtrip():
+    v = Vocab(["a", "b", "<pad>", "a"])
+    assert v.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    assert len(v) == 6 and (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
+    ids = v.encode(["b", "a", "zzz"], bos=True, eos=True)
+    assert ids == [1, 5, 4, 3, 2]
+    assert v.decode(ids + [0, 0]) == ["b", "a", "<unk>"]
+    assert v.decode(torch.tensor([4, 2, 5])) == ["a"]  # stops at <eos>
+    assert v.decode([1, 4, 2], strip=False) == ["<bos>", "a", "<eos>"]
+    with pytest.raises(TypeError, match="list of tokens"):
+        v.encode("ab")
+
+
+def test_batch_padding_and_framing():
+    task = ReversalTask(lengths=(2, 6), seed=0)
+    b = task.batch(16, seed=3)
+    B, S = b.src.shape
+    assert B == 16 and S == int(b.src_lengths.max())
+    for i in range(B):
+        n = int(b.src_lengths[i])
+        assert (b.src[i, n:] == Vocab.pad_id).all() and (b.src[i, :n] > 3).all()
+        assert b.tgt[i, 0] == Vocab.bos_id
+        assert b.tgt[i, n + 1] == Vocab.eos_id  # reversal: same length
+        assert (b.tgt[i, n + 2 :] == Vocab.pad_id).all()
+        assert task.tgt_vocab.decode(b.tgt[i]) == b.src_tokens[i][::-1]
+    assert torch.equal(b.tgt_in, b.tgt[:, :-1]) and torch.equal(b.tgt_out, b.tgt[:, 1:])
+    assert torch.equal(b.src_mask, b.src != Vocab.pad_id)
+    assert (b.tgt_lengths == b.src_lengths + 1).all()
+
+
+def test_determinism_and_streams():
+    t1, t2 = ReversalTask(seed=5), ReversalTask(seed=5)
+    assert torch.equal(t1.batch(8).src, t2.batch(8).src)  # same own stream
+    assert torch.equal(
+        t1.batch(8, seed=1).src, ReversalTask(seed=9).batch(8, seed=1).src
+    )
+    a = [b.src for b, _ in zip(t1.stream(4, seed=2), range(3))]
+    c = [b.src for b, _ in zip(t2.stream(4, seed=2), range(3))]
+    assert all(torch.equal(x, y) for x, y in zip(a, c))
+    assert not torch.equal(a[0], a[1]) or a[0].shape != a[1].shape
+    buckets = [
+        b for b, _ in zip(t1.stream(8, lengths=(3, 9), seed=0, bucket=True), range(5))
+    ]
+    for b in buckets:  # one length per batch: no padding at all
+        assert (b.src_lengths == b.src.shape[1]).all()
+
+
+def test_fixed_length_and_errors():
+    task = ReversalTask(lengths=(1, 30))
+    assert (task.batch(5, lengths=1).src_lengths == 1).all()
+    with pytest.raises(ValueError, match="lengths"):
+        task.batch(2, lengths=(5, 2))
+    with pytest.raises(ValueError, match="lengths"):
+        ReversalTask(lengths=0)
+    with pytest.raises(ValueError, match="n_symbols"):
+        ReversalTask(lengths=(3, 30), distinct=True)  # 30 > 26 distinct letters
+    with pytest.raises(ValueError, match="unknown task"):
+        make_task("sorting")
+    with pytest.raises(ValueError, match="at least one"):
+        collate([], task.src_vocab, task.tgt_vocab)
+
+
+def test_distinct_reversal_has_no_repeats():
+    task = ReversalTask(lengths=(20, 26), distinct=True)
+    for src, tgt in task.pairs(20, seed=0):
+        assert len(set(src)) == len(src) and tgt == src[::-1]
+
+
+def test_reversal_alignment():
+    A = ReversalTask.alignment([3, 1], 4)
+    assert A.shape == (2, 4, 4)
+    assert A[0, 0, 2] == A[0, 1, 1] == A[0, 2, 0] == 1 and A[0].sum() == 3
+    assert A[1, 0, 0] == 1 and A[1].sum() == 1
+
+
+@pytest.mark.parametrize(
+    "text, iso",
+    [
+        ("22 November 2026", "2026-11-22"),
+        ("Nov 3, 1999", "1999-11-03"),
+        ("3.04.2001", "2001-04-03"),
+        ("1 jan 1900", "1900-01-01"),
+    ],
+)
+def test_date_parsing(text, iso):
+    task = DateTask()
+    b = task.encode(text)
+    assert task.join(b.tgt_tokens[0]) == iso
+    assert task.decode(b.tgt[0]) == iso
+
+
+def test_date_samples_are_valid_and_mixed():
+    task = DateTask(seed=0)
+    pairs = task.pairs(300, seed=1)
+    kinds = {("." in s) + 2 * ("," in s) for s, _ in pairs}
+    assert kinds == {0, 1, 2}  # all three formats appear
+    for src, tgt in pairs:
+        assert tgt == task.target(src) and len(tgt) == 10
+        y, m, d = "".join(tgt).split("-")
+        assert 1 <= int(m) <= 12 and 1 <= int(d) <= 31 and 1900 <= int(y) <= 2099
+    assert len(task.src_vocab) == 4 + 10 + 23 + 2  # "May" is its own short form
+    assert len(task.tgt_vocab) == 4 + 11
+
+
+def test_batch_to_device(device):
+    b = attnlab.data.make_task("date").batch(3, seed=0, device=device)
+    assert b.src.device.type == device.type and b.tgt.device.type == device.type

@@ -1,0 +1,163 @@
+"""attnlab.seq2seq: shapes, padding masked, determinism, greedy decoding, and the
+chapter-1 result (attention beats the fixed context on long inputs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnlab
+from attnlab.data import ReversalTask, Vocab
+from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig
+from attnlab.train import accuracy_by_length, fit
+
+STYLES = [
+    (None, "luong"),
+    ("additive", "bahdanau"),
+    ("dot", "luong"),
+    ("bilinear", "bahdanau"),
+    ("additive", "luong"),
+]
+
+
+def _model(task, attention, style="bahdanau", **kw):
+    cfg = Seq2SeqConfig(
+        len(task.src_vocab),
+        len(task.tgt_vocab),
+        d_emb=8,
+        d_hidden=6,
+        attention=attention,
+        style=style,
+        d_attn=5,
+        **kw,
+    )
+    return Seq2Seq(cfg)
+
+
+@pytest.mark.parametrize("attention, style", STYLES)
+def test_shapes_and_padding_never_attended(attention, style, device):
+    task = ReversalTask(lengths=(1, 7))
+    b = task.batch(5, seed=0, device=device)
+    model = _model(task, attention, style).to(device)
+    logits, w = model(b.src, b.src_lengths, b.tgt_in)
+    B, S = b.src.shape
+    T = b.tgt_in.shape[1]
+    assert logits.shape == (B, T, len(task.tgt_vocab))
+    ids, gw = model.greedy(b.src, b.src_lengths, max_len=9)
+    assert ids.shape[0] == B and ids.shape[1] <= 9
+    if attention is None:
+        assert w is None and gw is None
+        return
+    assert w.shape == (B, T, S) and gw.shape == (B, ids.shape[1], S)
+    pad = ~b.src_mask[:, None, :]  # (B, 1, S)
+    assert (w.masked_select(pad) == 0).all() and (gw.masked_select(pad) == 0).all()
+    torch.testing.assert_close(w.sum(-1), torch.ones(B, T, device=device))
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("attention, style", STYLES)
+def test_padding_does_not_change_the_output(attention, style):
+    """An example padded inside a longer batch gives the same logits as alone."""
+    task = ReversalTask(lengths=(2, 8))
+    model = _model(task, attention, style).eval()
+    b = task.batch(4, seed=1)
+    i = int(b.src_lengths.argmin())
+    n = int(b.src_lengths[i])
+    alone = task.encode(b.src_tokens[i])
+    la, wa = model(alone.src, alone.src_lengths, alone.tgt_in)
+    lb, wb = model(b.src, b.src_lengths, b.tgt_in)
+    T = alone.tgt_in.shape[1]
+    torch.testing.assert_close(lb[i, :T], la[0], atol=1e-5, rtol=1e-5)
+    if attention:
+        torch.testing.assert_close(wb[i, :T, :n], wa[0], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("attention, style", STYLES)
+def test_greedy_matches_teacher_forcing(attention, style):
+    """Feeding greedy's own outputs back with teacher forcing gives the same argmax."""
+    task = ReversalTask(lengths=(2, 6))
+    model = _model(task, attention, style).eval()
+    b = task.batch(3, lengths=5, seed=2)
+    ids, w = model.greedy(b.src, b.src_lengths, max_len=6)
+    tgt_in = torch.cat([torch.full((3, 1), Vocab.bos_id), ids[:, :-1]], dim=1)
+    logits, wt = model(b.src, b.src_lengths, tgt_in.clamp(min=0))
+    alive = torch.ones_like(ids, dtype=torch.bool)
+    for t in range(1, ids.shape[1]):  # steps after <eos> are padding
+        alive[:, t] = alive[:, t - 1] & (ids[:, t - 1] != Vocab.eos_id)
+    assert torch.equal(logits.argmax(-1)[alive], ids[alive])
+    if attention:
+        torch.testing.assert_close(wt[alive], w[alive])
+
+
+def test_determinism():
+    task = ReversalTask(lengths=(2, 6))
+    out = []
+    for _ in range(2):
+        attnlab.seed_everything(3)
+        m = _model(task, "additive")
+        h = fit(m, task.stream(8, seed=1), steps=3, quiet=True)
+        out.append((h.losses, [p.detach().clone() for p in m.parameters()]))
+    assert out[0][0] == out[1][0]
+    assert all(torch.equal(p, q) for p, q in zip(out[0][1], out[1][1]))
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="attention"):
+        Seq2SeqConfig(10, 10, attention="cosine")
+    with pytest.raises(ValueError, match="style"):
+        Seq2SeqConfig(10, 10, style="vaswani")
+    with pytest.raises(ValueError, match="d_hidden"):
+        Seq2SeqConfig(10, 10, d_hidden=0)
+    model = _model(ReversalTask(), "dot")
+    with pytest.raises(ValueError, match="src_lengths"):
+        model(
+            torch.ones(2, 3, dtype=torch.long),
+            torch.tensor([3, 4]),
+            torch.ones(2, 2, dtype=torch.long),
+        )
+    with pytest.raises(ValueError, match=r"\(B, S\)"):
+        model.greedy(torch.ones(3, dtype=torch.long), torch.tensor([3]))
+
+
+def test_translate_returns_alignment():
+    task = ReversalTask(lengths=(2, 6))
+    model = _model(task, "additive")
+    r = model.translate(task, "abc")
+    assert r["src"] == ["a", "b", "c"] and r["target"] == ["c", "b", "a"]
+    assert r["weights"].shape[1] == 3 and r["weights"].shape[0] >= 1
+    assert r["correct"] == (r["out"] == ["c", "b", "a"])
+
+
+# The chapter's budget, copied from chapters/01_seq2seq.ipynb: keep them in step.
+CHAPTER = dict(steps=300, lr=2e-2, schedule="cosine", batch_size=64)
+
+
+def test_attention_beats_fixed_context_on_long_inputs():
+    task = ReversalTask(lengths=(3, 24), distinct=True)
+    acc = {}
+    for attention in (None, "dot"):
+        attnlab.seed_everything(0)
+        cfg = Seq2SeqConfig(
+            len(task.src_vocab),
+            len(task.tgt_vocab),
+            d_emb=16,
+            d_hidden=32,
+            attention=attention,
+            style="luong",
+        )
+        model = Seq2Seq(cfg)
+        stream = task.stream(CHAPTER["batch_size"], seed=0, bucket=True)
+        fit(
+            model,
+            stream,
+            steps=CHAPTER["steps"],
+            lr=CHAPTER["lr"],
+            schedule=CHAPTER["schedule"],
+            quiet=True,
+        )
+        acc[attention] = accuracy_by_length(model, task, [18, 21, 24], n=50)
+    long_attn = sum(acc["dot"].values()) / 3
+    long_none = sum(acc[None].values()) / 3
+    assert long_attn >= 0.6, acc
+    assert long_none <= 0.1, acc
+    assert min(acc["dot"].values()) > max(acc[None].values()) + 0.5, acc
