@@ -69,6 +69,14 @@ def test_growing_query_saturates_multiplicative_scorers_only():
     assert out["lengths"][-1] == pytest.approx(200.0)
 
 
+def test_widget_keys_are_the_exercise_keys():
+    from attnlab.check.recipe import WIDGET_KEYS
+
+    assert torch.equal(KEYS, WIDGET_KEYS)
+    want = torch.tensor([[1.0, 0.0], [0.0, 1.2], [-1.0, -0.3], [1.6, 1.6]])
+    assert torch.equal(KEYS, want)  # the values the chapter text quotes
+
+
 def test_zero_length_query_and_custom_keys():
     out = query_vs_keys(angle=0.0, length=0.0, draw=False)
     assert out["weights"]["dot"] == pytest.approx([0.25] * 4)
