@@ -1,3 +1,202 @@
-"""(being written)"""
+"""Positional encodings: telling an order-blind attention layer where each token is.
 
-__all__: list[str] = []
+Self-attention treats its input as a *set*: permute the tokens and the outputs are
+permuted the same way (chapter 5). Order enters only through what we add to (or do
+to) the token vectors. Three ways, for inputs ``x (B, T, D)``:
+
+=============  ==============================================  =======================
+name           what it does                                    paper
+=============  ==============================================  =======================
+sinusoidal     x_t + PE_t, fixed sines/cosines (below)         Vaswani et al. (2017)
+learned        x_t + P[t], one trained vector per position     Gehring et al.; BERT
+rotary         rotates pairs of features of q and k by t·θ_i   Su et al. (2021)
+=============  ==============================================  =======================
+
+The sinusoidal table, for position ``pos`` and feature pair ``i``::
+
+    PE[pos, 2i]   = sin(pos / 10000^(2i/D))
+    PE[pos, 2i+1] = cos(pos / 10000^(2i/D))
+
+Each pair is a point on a circle turning at its own frequency, so moving ``k`` steps
+is the same rotation for every position: ``PE[pos + k] = PE[pos] @ M_k.T`` with a
+block-diagonal rotation ``M_k`` that does not depend on ``pos``
+(:func:`relative_shift_matrix`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = [
+    "sinusoidal_encoding",
+    "relative_shift_matrix",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEncoding",
+    "apply_rotary",
+    "get_positional",
+]
+
+
+def _frequencies(d_model: int, base: float, dtype, device) -> torch.Tensor:
+    """Angular frequency of each feature pair: ``1 / base^(2i/D)``, shape (ceil(D/2),)."""
+    i2 = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)  # 2i
+    return torch.exp(-math.log(base) * i2 / d_model).to(dtype)  # (ceil(D/2),)
+
+
+def sinusoidal_encoding(
+    n_positions: int,
+    d_model: int,
+    base: float = 10000.0,
+    dtype=None,
+    device=None,
+) -> torch.Tensor:
+    """The fixed sinusoidal table of Vaswani et al. (2017), shape (n_positions, D).
+
+    ``PE[pos, 2i] = sin(pos / base^(2i/D))`` and ``PE[pos, 2i+1] = cos(...)``; an odd
+    ``D`` keeps the sine of the last pair only. Computed in float64, returned in
+    ``dtype`` (default: torch's default dtype).
+    """
+    if not isinstance(n_positions, int) or not isinstance(d_model, int):
+        raise TypeError(
+            f"sinusoidal_encoding needs integer sizes, got n_positions={n_positions!r},"
+            f" d_model={d_model!r}"
+        )
+    if n_positions < 1 or d_model < 1:
+        raise ValueError(
+            f"sinusoidal_encoding needs n_positions >= 1 and d_model >= 1, got "
+            f"n_positions={n_positions}, d_model={d_model}"
+        )
+    if base <= 1:
+        raise ValueError(f"base must be > 1, got {base}")
+    dtype = dtype or torch.get_default_dtype()
+    pos = torch.arange(n_positions, dtype=torch.float64, device=device)  # (T,)
+    freq = _frequencies(d_model, base, torch.float64, device)  # (ceil(D/2),)
+    angles = pos[:, None] * freq[None, :]  # (T, 1) * (1, D/2) -> (T, D/2)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.sin(angles)  # (T, ceil(D/2))
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])  # (T, floor(D/2))
+    return pe.to(dtype)
+
+
+def relative_shift_matrix(
+    k: int, d_model: int, base: float = 10000.0, dtype=None
+) -> torch.Tensor:
+    """The (D, D) matrix ``M_k`` with ``PE[pos + k] = PE[pos] @ M_k.T`` for every ``pos``.
+
+    Block diagonal: the 2×2 block of pair ``i`` rotates by the angle ``k·ω_i``
+    (``ω_i = base^(-2i/D)``). That an offset is one fixed linear map is what lets a
+    layer attend "k positions back" wherever it is. ``D`` must be even.
+    """
+    if d_model % 2:
+        raise ValueError(f"relative_shift_matrix needs an even d_model, got {d_model}")
+    dtype = dtype or torch.get_default_dtype()
+    theta = k * _frequencies(d_model, base, torch.float64, None)  # (D/2,)
+    c, s = torch.cos(theta), torch.sin(theta)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    # (sin(a+b), cos(a+b)) = [[cos b, sin b], [-sin b, cos b]] @ (sin a, cos a)
+    m[0::2, 0::2] = torch.diag(c)
+    m[0::2, 1::2] = torch.diag(s)
+    m[1::2, 0::2] = torch.diag(-s)
+    m[1::2, 1::2] = torch.diag(c)
+    return m.to(dtype)
+
+
+def _check_input(x: torch.Tensor, d_model: int, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} expects a tensor (B, T, D), got {type(x).__name__}")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} expects x of shape (B, T, D={d_model}), got {tuple(x.shape)}"
+        )
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Add the fixed sinusoidal table to token vectors ``x (B, T, D)``.
+
+    The table is a non-trainable buffer of ``max_len`` rows, rebuilt on the fly for
+    longer inputs (sinusoids extrapolate to any position). ``offset`` shifts the
+    positions, e.g. for a decoder that is fed one token at a time.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
+        super().__init__()
+        self.d_model, self.base = d_model, base
+        self.register_buffer(
+            "pe", sinusoidal_encoding(max_len, d_model, base), persistent=False
+        )
+
+    def table(self, n_positions: int, like: torch.Tensor) -> torch.Tensor:
+        """The first ``n_positions`` rows, on ``like``'s device and dtype: (T, D)."""
+        if n_positions > self.pe.shape[0]:
+            self.pe = sinusoidal_encoding(n_positions, self.d_model, self.base)
+        return self.pe[:n_positions].to(device=like.device, dtype=like.dtype)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        _check_input(x, self.d_model, "SinusoidalPositionalEncoding")
+        B, T, D = x.shape
+        return x + self.table(offset + T, x)[offset:]  # (B, T, D) + (T, D)
+
+
+class LearnedPositionalEncoding(nn.Module):
+    """Add one trained vector per position (``nn.Embedding(max_len, D)``) to ``x``.
+
+    Cannot go past ``max_len``: positions it never saw have no vector, which is the
+    price of learning them (BERT's 512-token limit).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512):
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.embedding.weight, std=0.02)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        _check_input(x, self.d_model, "LearnedPositionalEncoding")
+        B, T, D = x.shape
+        if offset + T > self.max_len:
+            raise ValueError(
+                f"LearnedPositionalEncoding has {self.max_len} positions, got "
+                f"positions up to {offset + T - 1}"
+            )
+        pos = torch.arange(offset, offset + T, device=x.device)  # (T,)
+        return x + self.embedding(pos).to(x.dtype)  # (B, T, D) + (T, D)
+
+
+def apply_rotary(
+    x: torch.Tensor, offset: int = 0, base: float = 10000.0
+) -> torch.Tensor:
+    """Rotary position embedding (RoPE, Su et al. 2021) of ``x (..., T, D)``, D even.
+
+    Feature pair ``(x[2i], x[2i+1])`` of the token at position ``t`` is rotated by the
+    angle ``t·ω_i``. Applied to queries and keys (not values), the score of a query at
+    ``m`` and a key at ``n`` then depends on ``m - n`` only:
+    ``rot(q, m)·rot(k, n) = rot(q, m - n)·k``.
+    """
+    if x.dim() < 2 or x.shape[-1] % 2:
+        raise ValueError(f"apply_rotary needs x (..., T, D) with even D, got {x.shape}")
+    T, D = x.shape[-2], x.shape[-1]
+    pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)
+    theta = pos[:, None] * _frequencies(D, base, torch.float64, x.device)  # (T, D/2)
+    c, s = torch.cos(theta).to(x.dtype), torch.sin(theta).to(x.dtype)  # (T, D/2)
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
+    out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1)  # (..., T, D/2, 2)
+    return out.flatten(-2)  # (..., T, D)
+
+
+def get_positional(kind: str, d_model: int, max_len: int = 512) -> nn.Module:
+    """``"sinusoidal"``, ``"learned"`` or ``"none"`` (identity: no order information)."""
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, max_len)
+    if kind == "learned":
+        return LearnedPositionalEncoding(d_model, max_len)
+    if kind == "none":
+        return _NoPosition()
+    raise ValueError(f"unknown positional encoding {kind!r}: sinusoidal|learned|none")
+
+
+class _NoPosition(nn.Module):
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return x

@@ -1,3 +1,417 @@
-"""(being written)"""
+"""The Transformer (Vaswani et al., 2017): encoder and decoder layers, and models.
 
-__all__: list[str] = []
+Two layers, built on :class:`attnlab.MultiHeadAttention`, whose sub-modules are named
+as in :class:`torch.nn.TransformerEncoderLayer` / ``TransformerDecoderLayer`` (the
+decoder's encoder–decoder attention is ``cross_attn``; PyTorch calls it
+``multihead_attn``)::
+
+    encoder layer, post-LN (paper)        encoder layer, pre-LN (most code)
+    x = norm1(x + drop(self_attn(x)))     x = x + drop(self_attn(norm1(x)))
+    x = norm2(x + drop(ffn(x)))           x = x + drop(ffn(norm2(x)))
+
+    ffn(x) = linear2(dropout(activation(linear1(x))))
+
+The decoder layer has a third sub-block between the two: cross-attention from the
+decoder's queries to the encoder output (``memory``) as keys and values, with ``norm2``;
+its FFN uses ``norm3``. Masks follow attnlab: boolean ``True`` = may attend (PyTorch's
+layers take the opposite boolean convention). Shapes: batch-first, B batch, T target
+(query) positions, S source positions, D model width.
+
+Models: :class:`Seq2SeqTransformer` (encoder–decoder with embeddings, positions and an
+output layer) and :class:`TransformerLM` (decoder-only: the *encoder* layers with a
+causal mask). Both follow the protocol of :mod:`attnlab.train` (``loss(batch)``,
+``greedy(...)``). Decoding (greedy and beam search) is in :mod:`attnlab.decoding`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .decoding import (
+    beam_search,
+    greedy_decode,
+    label_smoothed_loss,
+    length_penalty,
+    noam_lr,
+    noam_scheduler,
+)
+from .multihead import MultiHeadAttention
+from .positional import get_positional
+
+__all__ = [
+    "TransformerConfig",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "Encoder",
+    "Decoder",
+    "Seq2SeqTransformer",
+    "TransformerLM",
+    "copy_from_torch",
+    "greedy_decode",
+    "beam_search",
+    "length_penalty",
+    "label_smoothed_loss",
+    "noam_lr",
+    "noam_scheduler",
+]
+
+
+def _activation(name: str | Callable) -> Callable:
+    if callable(name):
+        return name
+    acts = {"relu": F.relu, "gelu": F.gelu}
+    if name not in acts:
+        raise ValueError(
+            f"activation must be 'relu', 'gelu' or a callable, got {name!r}"
+        )
+    return acts[name]
+
+
+class TransformerEncoderLayer(nn.Module):
+    """Self-attention + FFN, each with dropout, a residual connection and LayerNorm.
+
+    ``forward(src (B, S, D), src_mask=None, src_key_padding_mask=None,
+    is_causal=False) -> (B, S, D)``. ``src_mask`` (S, S) or (B, S, S) and
+    ``src_key_padding_mask`` (B, S) use ``True`` = may attend; ``is_causal=True``
+    applies the causal mask (decoder-only models). ``norm_first=False`` is the paper's
+    post-LN, ``True`` pre-LN. The last attention weights (B, H, S, S) are kept in
+    ``self_attn.last_weights``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str | Callable = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.linear1 = nn.Linear(d_model, d_ff)  # D -> d_ff
+        self.dropout = nn.Dropout(dropout)  # inside the FFN
+        self.linear2 = nn.Linear(d_ff, d_model)  # d_ff -> D
+        self.norm_first = norm_first
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-block's output, before
+        self.dropout2 = nn.Dropout(dropout)  # it is added to the residual stream
+        self.activation = _activation(activation)
+
+    def _ff(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dropout(self.activation(self.linear1(x)))  # (B, T, D) -> (B, T, d_ff)
+        return self.linear2(h)  # (B, T, d_ff) -> (B, T, D)
+
+    def _residual(self, x, i: int, sublayer: Callable) -> torch.Tensor:
+        """x + dropout_i(sublayer(...)) with norm_i before (pre-LN) or after (post-LN)."""
+        norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
+        if self.norm_first:
+            return x + drop(sublayer(norm(x)))
+        return norm(x + drop(sublayer(x)))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        B, S, D = src.shape
+
+        def sa(x):  # (B, S, D) -> (B, S, D)
+            return self.self_attn(
+                x, x, x, src_mask, src_key_padding_mask, is_causal, need_weights=False
+            )[0]
+
+        x = self._residual(src, 1, sa)  # (B, S, D)
+        return self._residual(x, 2, self._ff)  # (B, S, D)
+
+
+class TransformerDecoderLayer(TransformerEncoderLayer):
+    """Masked self-attention, cross-attention to ``memory``, FFN; residuals + norms.
+
+    The encoder layer plus a middle sub-block ``cross_attn`` (with ``norm2``; the FFN
+    moves to ``norm3``): queries from the decoder, keys and values from the encoder
+    output. ``forward(tgt (B, T, D), memory (B, S, D), tgt_mask=None,
+    memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=False, memory_is_causal=False) -> (B, T, D)``. Masks: ``True`` =
+    may attend; ``tgt_mask`` (T, T), ``memory_mask`` (T, S), padding (B, T) / (B, S).
+    Pass ``tgt_is_causal=True`` (or a causal ``tgt_mask``) so position t cannot see
+    the future. Weights: ``self_attn.last_weights`` (B, H, T, T) and
+    ``cross_attn.last_weights`` (B, H, T, S).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False, activation: str | Callable = "relu",
+                 layer_norm_eps: float = 1e-5):  # fmt: skip
+        super().__init__(
+            d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps
+        )
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
+    ):
+        B, T, D = tgt.shape
+
+        def sa(x):  # (B, T, D) -> (B, T, D): queries, keys, values from the target
+            return self.self_attn(
+                x, x, x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, False
+            )[0]
+
+        def ca(x):  # (B, T, D), memory (B, S, D) -> (B, T, D)
+            return self.cross_attn(
+                x, memory, memory, memory_mask, memory_key_padding_mask,
+                memory_is_causal, False,
+            )[0]  # fmt: skip
+
+        x = self._residual(tgt, 1, sa)  # (B, T, D)
+        x = self._residual(x, 2, ca)  # (B, T, D)
+        return self._residual(x, 3, self._ff)  # (B, T, D)
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes and switches of :class:`Seq2SeqTransformer` / :class:`TransformerLM`."""
+
+    src_vocab: int = 16  # source vocabulary size, special tokens included
+    tgt_vocab: int = 16  # target vocabulary size (the LM uses this one)
+    d_model: int = 64  # D, width of every token vector (paper: 512)
+    n_heads: int = 4  # H; D must be divisible by H (paper: 8)
+    d_ff: int = 128  # hidden width of the FFN (paper: 2048 = 4 D)
+    n_encoder_layers: int = 2  # paper: 6
+    n_decoder_layers: int = 2  # paper: 6; the LM uses this many layers
+    dropout: float = 0.1  # on embeddings, attention weights, FFN, before residuals
+    norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN
+    activation: str = "relu"  # "relu" (paper) or "gelu" (BERT, GPT)
+    positional: str = "sinusoidal"  # "sinusoidal" (paper), "learned" or "none"
+    max_len: int = 256  # longest sequence the position table covers
+    pad_id: int = 0  # padding id (ignored by the loss, masked as a key)
+    bos_id: int = 1  # first decoder input
+    eos_id: int = 2  # ends a generated sequence
+    label_smoothing: float = 0.0  # paper: 0.1
+    scale_embeddings: bool = True  # multiply embeddings by sqrt(D) as in the paper
+
+
+def _layers(cfg: TransformerConfig, cls, n: int) -> nn.ModuleList:
+    args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.norm_first)
+    return nn.ModuleList(cls(*args, activation=cfg.activation) for _ in range(n))
+
+
+class Encoder(nn.Module):
+    """A stack of encoder layers (+ a final LayerNorm when pre-LN)."""
+
+    def __init__(self, cfg: TransformerConfig, n_layers: int | None = None):
+        super().__init__()
+        n = cfg.n_encoder_layers if n_layers is None else n_layers
+        self.layers = _layers(cfg, TransformerEncoderLayer, n)
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+
+    def forward(self, x, mask=None, src_key_padding_mask=None, is_causal=False):
+        for layer in self.layers:
+            x = layer(x, mask, src_key_padding_mask, is_causal)  # (B, S, D)
+        return self.norm(x)
+
+
+class Decoder(nn.Module):
+    """A stack of decoder layers (+ a final LayerNorm when pre-LN); always causal."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.layers = _layers(cfg, TransformerDecoderLayer, cfg.n_decoder_layers)
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+
+    def forward(
+        self, x, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None
+    ):
+        for layer in self.layers:  # (B, T, D), (B, S, D) -> (B, T, D)
+            x = layer(
+                x, memory, None, None, tgt_key_padding_mask, memory_key_padding_mask,
+                tgt_is_causal=True,
+            )  # fmt: skip
+        return self.norm(x)
+
+
+class _Embed(nn.Module):
+    """Token embedding (× √D as in the paper) + positions + dropout."""
+
+    def __init__(self, vocab: int, cfg: TransformerConfig):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, cfg.d_model)
+        self.positions = get_positional(cfg.positional, cfg.d_model, cfg.max_len)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
+        self.dropout = nn.Dropout(cfg.dropout)
+        nn.init.normal_(self.tokens.weight, std=cfg.d_model**-0.5)
+
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = self.tokens(ids) * self.scale  # (B, T) -> (B, T, D)
+        return self.dropout(self.positions(x, offset))  # (B, T, D)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder–decoder Transformer: embeddings, positions, N + N layers, output layer.
+
+    ``forward(src (B, S), tgt_in (B, T), src_lengths=None) -> logits (B, T, V)``;
+    source padding (``cfg.pad_id``, or positions past ``src_lengths``) is masked as a
+    key everywhere. Attention weights of every layer and head after a forward:
+    :meth:`attention_maps`.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.src_embed = _Embed(cfg.src_vocab, cfg)
+        self.tgt_embed = _Embed(cfg.tgt_vocab, cfg)
+        self.encoder = Encoder(cfg)
+        self.decoder = Decoder(cfg)
+        self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
+
+    def src_mask(self, src, src_lengths=None) -> torch.Tensor:
+        """(B, S) True on real source tokens."""
+        if src_lengths is None:
+            return src != self.cfg.pad_id
+        S = src.shape[1]
+        return torch.arange(S, device=src.device) < src_lengths.to(src.device)[:, None]
+
+    def encode(self, src, src_lengths=None):
+        """``src (B, S)`` -> ``(memory (B, S, D), src_key_mask (B, S))``."""
+        if src.dim() != 2:
+            raise ValueError(f"src must be token ids (B, S), got {tuple(src.shape)}")
+        mask = self.src_mask(src, src_lengths)  # (B, S)
+        return self.encoder(self.src_embed(src), src_key_padding_mask=mask), mask
+
+    def decode(self, tgt_in, memory, src_key_mask) -> torch.Tensor:
+        """``tgt_in (B, T)``, memory (B, S, D) -> next-token logits (B, T, V)."""
+        x = self.decoder(self.tgt_embed(tgt_in), memory, None, src_key_mask)
+        return self.out(x)  # (B, T, D) -> (B, T, V)
+
+    def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
+        memory, mask = self.encode(src, src_lengths)
+        return self.decode(tgt_in, memory, mask)
+
+    def loss(self, batch) -> torch.Tensor:
+        """Teacher-forced, label-smoothed cross-entropy on an :class:`attnlab.data.Batch`."""
+        logits = self(batch.src, batch.tgt_in, batch.src_lengths)  # (B, T, V)
+        eps, pad = self.cfg.label_smoothing, self.cfg.pad_id
+        return label_smoothed_loss(logits, batch.tgt_out, eps, ignore_index=pad)
+
+    def _step_fn(self, memory, mask):
+        def step(prefix: torch.Tensor) -> torch.Tensor:  # (N, t) -> (N, V) log-probs
+            N = prefix.shape[0]
+            m, k = memory.expand(N, -1, -1), mask.expand(N, -1)  # beams of one source
+            return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
+
+        return step
+
+    @torch.no_grad()
+    def greedy(self, src, src_lengths=None, max_len: int = 50):
+        """Greedy decoding: ``(ids (B, T') ending in <eos> then <pad>, None)``."""
+        memory, mask = self.encode(src, src_lengths)
+        cfg = self.cfg
+
+        def step(prefix):  # (B, t) -> (B, V)
+            return self.decode(prefix, memory, mask)[:, -1].log_softmax(-1)
+
+        return greedy_decode(step, src.shape[0], cfg.bos_id, cfg.eos_id, max_len,
+                             cfg.pad_id, src.device), None  # fmt: skip
+
+    @torch.no_grad()
+    def beam(self, src, beam_size=4, max_len=50, length_penalty=0.6, src_length=None):
+        """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
+        lengths = None if src_length is None else torch.tensor([src_length])
+        memory, mask = self.encode(src[None], lengths)  # (1, S, D), (1, S)
+        return beam_search(self._step_fn(memory, mask), self.cfg.bos_id,
+                           self.cfg.eos_id, beam_size, max_len, length_penalty,
+                           device=src.device)  # fmt: skip
+
+    @torch.no_grad()
+    def attention_maps(self, src, tgt_in, src_lengths=None) -> dict:
+        """Run a forward pass and collect the weights of every layer and head.
+
+        Returns ``{"encoder": [(B, H, S, S)] * N, "decoder": [(B, H, T, T)] * N,
+        "cross": [(B, H, T, S)] * N}``, one tensor per layer.
+        """
+        self(src, tgt_in, src_lengths)
+        dec = self.decoder.layers
+        return {
+            "encoder": [layer.self_attn.last_weights for layer in self.encoder.layers],
+            "decoder": [layer.self_attn.last_weights for layer in dec],
+            "cross": [layer.cross_attn.last_weights for layer in dec],
+        }
+
+
+class TransformerLM(nn.Module):
+    """Decoder-only (GPT-style) language model from the *same* encoder layers.
+
+    "Decoder-only" needs no new block: an encoder layer with a causal mask is one.
+    (Without the mask, the same stack is encoder-only, as BERT.) ``forward(ids (B, T))
+    -> logits (B, T, V)`` over ``cfg.tgt_vocab``; :meth:`generate` continues a prompt.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = _Embed(cfg.tgt_vocab, cfg)
+        self.blocks = Encoder(cfg, cfg.n_decoder_layers)
+        self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        B, T = ids.shape
+        return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
+
+    def loss(self, ids: torch.Tensor) -> torch.Tensor:
+        """Next-token cross-entropy on ``ids (B, T)`` (padding ignored)."""
+        logits = self(ids[:, :-1])  # (B, T-1, V)
+        eps, pad = self.cfg.label_smoothing, self.cfg.pad_id
+        return label_smoothed_loss(logits, ids[:, 1:], eps, ignore_index=pad)
+
+    @torch.no_grad()
+    def generate(self, prompt, n_new: int, temperature: float = 0.0, generator=None):
+        """Append ``n_new`` tokens to ``prompt (B, T0)``; temperature 0 is greedy."""
+        ids = prompt
+        for _ in range(n_new):
+            logits = self(ids[:, -self.cfg.max_len :])[:, -1]  # (B, V)
+            if temperature <= 0:
+                nxt = logits.argmax(-1, keepdim=True)  # (B, 1)
+            else:
+                p = (logits / temperature).softmax(-1)
+                nxt = torch.multinomial(p, 1, generator=generator)  # (B, 1)
+            ids = torch.cat([ids, nxt], dim=1)  # (B, t + 1)
+        return ids
+
+
+@torch.no_grad()
+def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
+    """Copy an ``nn.TransformerEncoderLayer``/``DecoderLayer``'s weights into ``layer``.
+
+    Same names except the decoder's cross-attention: PyTorch's ``multihead_attn`` is
+    our ``cross_attn``. Returns ``layer``. (Masks still mean the opposite in PyTorch.)
+    """
+    pairs = [("self_attn", "self_attn")]
+    if isinstance(layer, TransformerDecoderLayer):
+        pairs.append(("cross_attn", "multihead_attn"))
+    for ours, theirs in pairs:
+        getattr(layer, ours).load_torch(getattr(torch_layer, theirs))
+    names = ["linear1", "linear2", "norm1", "norm2"]
+    names += ["norm3"] if isinstance(layer, TransformerDecoderLayer) else []
+    for name in names:
+        getattr(layer, name).load_state_dict(getattr(torch_layer, name).state_dict())
+    if layer.norm_first != torch_layer.norm_first:
+        raise ValueError(
+            f"norm_first differs: ours {layer.norm_first}, torch {torch_layer.norm_first}"
+        )
+    return layer

@@ -1,0 +1,79 @@
+"""Chapter 7 widgets: the plain functions return what they drew."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import attnlab  # noqa: E402
+from attnlab.widgets import transformer as wt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def test_positional_lab_values():
+    r = wt.positional_lab(position=3, dim=0, n_positions=16, d_model=8)
+    assert r["value"] == pytest.approx(math.sin(3))
+    assert r["wavelength"] == pytest.approx(2 * math.pi)
+    r = wt.positional_lab(position=5, dim=5, n_positions=16, d_model=8)
+    assert r["value"] == pytest.approx(math.cos(5 / 10000 ** (4 / 8)))
+    assert r["wavelength"] == pytest.approx(2 * math.pi * 10000**0.5)
+    assert len(r["row"]) == 8 and len(r["column"]) == 16
+    with pytest.raises(ValueError, match="position"):
+        wt.positional_lab(position=16, n_positions=16)
+
+
+def _maps():
+    torch.manual_seed(0)
+    cfg = attnlab.TransformerConfig(src_vocab=9, tgt_vocab=9, d_model=8, n_heads=2,
+                                    d_ff=16, n_decoder_layers=3)  # fmt: skip
+    model = attnlab.Seq2SeqTransformer(cfg).eval()
+    src, tgt = torch.tensor([[4, 5, 6, 7]]), torch.tensor([[1, 8, 5]])
+    return model.attention_maps(src, tgt), list("abcd"), ["<bos>", "x", "y"]
+
+
+def test_attention_view_picks_the_map():
+    maps, src, tgt = _maps()
+    r = wt.attention_view(maps, src, tgt, kind="cross", layer=2, head=1)
+    torch.testing.assert_close(torch.tensor(r["weights"]), maps["cross"][2][0, 1])
+    r = wt.attention_view(maps, src, tgt, kind="decoder", layer=0, head=0)
+    w = torch.tensor(r["weights"])
+    assert w.shape == (3, 3) and (w.triu(1) == 0).all()
+    assert r["argmax"][0] == 0  # <bos> can only look at itself
+    r = wt.attention_view(maps, src, tgt, kind="encoder", layer=1, head=0)
+    assert torch.tensor(r["weights"]).shape == (4, 4)
+    with pytest.raises(ValueError, match="layer"):
+        wt.attention_view(maps, src, tgt, kind="encoder", layer=2)
+    with pytest.raises(ValueError, match="kind"):
+        wt.attention_view(maps, src, tgt, kind="self")
+
+
+def test_architecture_switch():
+    post, pre = wt.architecture(False), wt.architecture(True)
+    assert post["encoder"][3:6] == ["self-attention", "+ residual", "LayerNorm"]
+    assert pre["encoder"][3:6] == ["LayerNorm", "self-attention", "+ residual"]
+    assert (
+        "final LayerNorm" in pre["decoder"] and "final LayerNorm" not in post["decoder"]
+    )
+    assert post["decoder"].count("LayerNorm") == 3
+
+
+def test_widgets_build():
+    maps, src, tgt = _maps()
+    for widget in (
+        wt.positional_widget(),
+        wt.attention_widget(maps, src, tgt),
+        wt.architecture_widget(),
+    ):
+        assert widget.children  # sliders/dropdowns and an output area
