@@ -345,3 +345,11 @@ def test_sparsemax_jacobian_depends_only_on_support():
     jb = torch.autograd.functional.jacobian(M.sparsemax, xb)
     torch.testing.assert_close(ja, jb)
     assert math.isclose(ja[0, 0].item(), 0.5)
+
+
+def test_topk_retries_in_3d_along_the_middle(monkeypatch):
+    monkeypatch.setitem(K.FIRST_K, "sparsemax", 2)
+    monkeypatch.setitem(K.FIRST_K, "entmax15", 2)
+    x = _scores((3, 40, 5), scale=0.1)
+    for fn in (M.sparsemax, M.entmax15):
+        torch.testing.assert_close(fn(x, dim=1), fn(x, dim=1, method="sort"))

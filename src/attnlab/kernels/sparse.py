@@ -218,7 +218,8 @@ def _redo(x, m, tau, aux, ok, dim, kind, k):
     n = x.shape[dim]
     rows = x.movedim(dim, -1).reshape(-1, n)
     bad = (~ok).movedim(dim, -1).reshape(-1).nonzero().squeeze(-1)
-    tau_f, aux_f = tau.movedim(dim, -1).reshape(-1), aux.movedim(dim, -1).reshape(-1)
+    tau_f = tau.movedim(dim, -1).reshape(-1).clone()  # (rows,) working copies
+    aux_f = aux.movedim(dim, -1).reshape(-1).clone()
     m_f = m.movedim(dim, -1).reshape(-1)
     while bad.numel():
         k = min(n, k)
@@ -228,3 +229,6 @@ def _redo(x, m, tau, aux, ok, dim, kind, k):
         tau_f[bad[good]] = t.squeeze(-1)[good]
         aux_f[bad[good]] = a.squeeze(-1)[good]
         bad, k = bad[~good], 4 * k
+    shape = tau.movedim(dim, -1).shape  # write the copies back in place
+    tau.copy_(tau_f.view(shape).movedim(-1, dim))
+    aux.copy_(aux_f.view(shape).movedim(-1, dim))
