@@ -7,7 +7,6 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 import attnlab  # noqa: E402
 from attnlab.data import DateTask, ReversalTask  # noqa: E402
