@@ -175,3 +175,20 @@ def test_gradcheck_float64():
 
     assert torch.autograd.gradcheck(fn, (q, k, v))
     assert math.isfinite(float(fn(q, k, v).detach().sum()))
+
+
+def test_attend_dead_row_is_zero_whatever_the_mapping():
+    q, k, v = torch.randn(1, 2, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 5)
+    mask = torch.ones(1, 2, 4, dtype=torch.bool)
+    mask[0, 1] = False  # the second query may attend nothing
+    out, w = attnlab.attend(q, k, v, mapping=lambda s: torch.softmax(s, -1), mask=mask)
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+    assert torch.equal(w[0, 1], torch.zeros(4)) and torch.equal(
+        out[0, 1], torch.zeros(5)
+    )
+
+
+def test_attend_names_mismatched_dtypes():
+    q, k = torch.randn(1, 2, 3), torch.randn(1, 4, 3)
+    with pytest.raises(TypeError, match="share a dtype"):
+        attnlab.attend(q, k, torch.randn(1, 4, 5, dtype=torch.float64))

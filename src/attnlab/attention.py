@@ -51,9 +51,15 @@ def attend(
             f"attend: keys and values must agree on (..., S), got k {tuple(k.shape)} "
             f"and v {tuple(v.shape)}"
         )
+    if v.dtype != q.dtype or k.dtype != q.dtype:
+        raise TypeError(
+            f"attend: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+        )
     scores = score(q, k)  # (..., T, S)
     scores = apply_mask(scores, mask)  # (..., T, S), -inf where masked
     weights = mapping(scores)  # (..., T, S)
+    if mask is not None:  # whatever the mapping does, a dead row stays zero
+        weights = weights.masked_fill(fully_masked_rows(scores), 0.0)  # (..., T, S)
     out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
     return out, weights
 

@@ -64,7 +64,7 @@ def strict_mode() -> bool:
     return os.environ.get("ATTNLAB_STRICT", "0").lower() in ("1", "true", "yes")
 
 
-def _short(x: Any, width: int = 90) -> str:
+def _short_unsafe(x: Any, width: int = 90) -> str:
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
         with torch.no_grad():
@@ -82,10 +82,19 @@ def _short(x: Any, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _short(x: Any, width: int = 90) -> str:
+    try:
+        return _short_unsafe(x, width)
+    except Exception:  # an answer whose repr fails must not crash the check
+        return f"<{type(x).__name__} object that cannot be printed>"
+
+
 def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """Do ``got`` and ``expected`` agree (tensors, numbers, or tuples of them)?"""
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            return False
+        if got.is_complex() and not expected.is_complex():
             return False
         if got.dtype == torch.bool or expected.dtype == torch.bool:
             return bool(torch.equal(got.bool(), expected.bool()))
@@ -101,11 +110,18 @@ def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bo
             and all(close(g, e, atol, rtol) for g, e in zip(got, expected))
         )
     if isinstance(expected, float):
+        if isinstance(got, (str, bytes)):
+            return False
         try:
             return abs(float(got) - expected) <= atol + rtol * abs(expected)
         except (TypeError, ValueError):
             return False
-    return got == expected
+    if isinstance(got, torch.Tensor):  # a tensor against a plain value
+        return got.numel() == 1 and got.item() == expected
+    try:
+        return bool(got == expected)
+    except Exception:
+        return False
 
 
 def run_check(
@@ -126,7 +142,10 @@ def run_check(
             got = f"{type(err).__name__}: {err}"
             ok = False
         else:
-            ok = compare(got, case.expected)
+            try:
+                ok = bool(compare(got, case.expected))
+            except Exception:  # an answer the comparison cannot handle is wrong
+                ok = False
         if not ok:
             msg = (
                 f"case '{case.label}' — input {_short(case.args)}, got {_short(got)}, "
