@@ -181,7 +181,7 @@ def _prefix_entmax15(zs: torch.Tensor, dim: int):
 
 
 PREFIX = {"sparsemax": _prefix_sparsemax, "entmax15": _prefix_entmax15}
-FIRST_K = {"sparsemax": 16, "entmax15": 64}  # a little above typical support sizes
+FIRST_K = {"sparsemax": 16, "entmax15": 32}  # a little above typical support sizes
 
 
 def threshold_topk(x: torch.Tensor, dim: int, kind: str, name: str):
