@@ -134,7 +134,7 @@ def _method(method: str, name: str) -> str:
 def _sparsemax_forward(x, dim, method="topk"):
     """``(p, |S|)``: the weights and the support size of each row."""
     if method == "topk":
-        m, tau, size, _ = _k.threshold_topk(x, dim, "sparsemax", "sparsemax")
+        m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax")
         return (x - m).sub_(tau).clamp_(min=0), size  # -inf -> 0; dead rows: m = 0
     z, live = _shift(x, dim, "sparsemax")
     tau_fn = _k.sparsemax_tau_iter if method == "iter" else _k.sparsemax_tau_sort
@@ -191,7 +191,7 @@ def sparsemax(x: torch.Tensor, dim: int = -1, *, method: str = "topk") -> torch.
 def _entmax15_forward(x, dim, method="topk"):
     """``(p, sum_S sqrt(p))`` for 1.5-entmax."""
     if method == "topk":
-        m, tau, s_sum, _ = _k.threshold_topk(x, dim, "entmax15", "entmax15")
+        m, tau, s_sum = _k.threshold_topk(x, dim, "entmax15", "entmax15")
         p = torch.add(-tau, x - m, alpha=0.5).clamp_(min=0).square_()  # [z/2 - tau]_+^2
         return p, s_sum
     z, live = _shift(x, dim, "entmax15")

@@ -14,6 +14,8 @@ In every case ``tau`` lies in ``[-1, 0)``: the top entry has ``p <= 1``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 FLOOR = -2.0  # below every possible threshold: clamping z here changes nothing
@@ -193,24 +195,32 @@ def threshold_topk(x: torch.Tensor, dim: int, kind: str, name: str):
     after it), so the threshold is exact. Rows whose support fills the prefix are redone
     with ``4k``, and so on up to the full sort.
 
-    Returns ``(m, tau, aux, live)``, each with size 1 along ``dim``: the row max ``m``
-    (0 for a fully masked row), the threshold ``tau`` for the shifted scores ``x - m``,
-    ``aux`` (support size for sparsemax, ``sum_S sqrt(p)`` for 1.5-entmax) and the mask
-    of live (not fully masked) rows. Raises ValueError on NaN or ``+inf``.
+    Returns ``(m, tau, aux)``, each with size 1 along ``dim``: the row max ``m`` (0 for
+    a fully masked row, whose weights ``[x - m - tau]_+`` are then all 0), the threshold
+    ``tau`` for the shifted scores ``x - m``, and ``aux`` (support size for sparsemax,
+    ``sum_S sqrt(p)`` for 1.5-entmax). Raises ValueError on NaN or ``+inf``.
     """
     n = x.shape[dim]
     k = min(n, FIRST_K[kind])
-    vals = torch.topk(x, k, dim=dim).values  # sorted, largest first
-    m = vals.narrow(dim, 0, 1)
-    if bool(torch.isnan(m).any() | (m == float("inf")).any()):
+    vals = _top(x, k, dim)
+    top = vals.narrow(dim, 0, 1)
+    worst = float(top.amax())  # NaN propagates through amax
+    if math.isnan(worst) or worst == math.inf:
         raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
-    live = m > float("-inf")
-    m = torch.where(live, m, 0)
+    m = torch.nan_to_num(top, neginf=0.0)  # a fully masked row is shifted by 0
     tau, aux, ok = PREFIX[kind](torch.clamp(vals - m, min=FLOOR), dim)
-    ok = ok | ~live  # a fully masked row has nothing to find
-    if k < n and not bool(ok.all()):
-        _redo(x, m, tau, aux, ok, dim, kind, 4 * k)
-    return m, tau, aux, live
+    if k < n:
+        ok |= torch.isneginf(top)  # a fully masked row has nothing to find
+        if not bool(ok.all()):
+            _redo(x, m, tau, aux, ok, dim, kind, 4 * k)
+    return m, tau, aux
+
+
+def _top(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
+    """The ``k`` largest entries along ``dim``, sorted (a full sort is faster for k ~ n)."""
+    if 2 * k >= x.shape[dim]:
+        return torch.sort(x, dim=dim, descending=True).values.narrow(dim, 0, k)
+    return torch.topk(x, k, dim=dim).values
 
 
 def _redo(x, m, tau, aux, ok, dim, kind, k):
@@ -223,7 +233,7 @@ def _redo(x, m, tau, aux, ok, dim, kind, k):
     m_f = m.movedim(dim, -1).reshape(-1)
     while bad.numel():
         k = min(n, k)
-        vals = torch.topk(rows[bad], k, dim=-1).values
+        vals = _top(rows[bad], k, -1)
         t, a, good = PREFIX[kind](torch.clamp(vals - m_f[bad, None], min=FLOOR), -1)
         good = good.squeeze(-1) | (k == n)
         tau_f[bad[good]] = t.squeeze(-1)[good]
