@@ -73,7 +73,7 @@ def alignment_explorer(model, task, text: str = "abcdefghij", step: int = 0) -> 
     verdict = "correct" if r["correct"] else f"expected {info['target']}"
     ax1.set_title(f"{r['text']}  ({verdict})", fontsize=10)
     ax2.bar(range(S), row.numpy(), color="C1")
-    ax2.set_xticks(range(S), r["src"])
+    ax2.set_xticks(range(S), r["src"], rotation=60, ha="right")
     ax2.set_ylim(0, 1)
     ax2.set_xlabel("source token")
     ax2.set_ylabel("weight")
