@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .kernels import sparse as _k
+from .kernels import tv1d as _tv
 
 __all__ = [
     "softmax",
@@ -315,22 +316,9 @@ class FusedmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, lam=1.0, dim=-1):
-        from .kernels.tv1d import prox_tv1d
-
         _shift(x, dim, "fusedmax")  # validates NaN / +inf
-        xt = x.detach().movedim(dim, -1)
-        rows = xt.reshape(-1, xt.shape[-1]).cpu().double().numpy()
-        y = torch.full(rows.shape, float("-inf"), dtype=torch.float64)
-        groups = torch.full(rows.shape, -1, dtype=torch.long)
-        for i, row in enumerate(rows):
-            keep = torch.isfinite(torch.from_numpy(row))
-            if keep.any():
-                yi, gi = prox_tv1d(row[keep.numpy()], lam)
-                y[i, keep] = torch.from_numpy(yi)
-                groups[i, keep] = torch.from_numpy(gi)
-        y = y.to(x.device, x.dtype).view(xt.shape).movedim(-1, dim)
+        y, ctx.groups = _tv.prox_tv1d_batch(x.detach(), lam, dim)
         p, _ = _sparsemax_forward(y, dim)
-        ctx.groups = groups.to(x.device).view(xt.shape)
         ctx.dim = dim
         ctx.save_for_backward(p)
         return p
@@ -338,20 +326,8 @@ class FusedmaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (p,) = ctx.saved_tensors
-        dim = ctx.dim
-        gy = _jvp_simplex(g, (p > 0).to(g.dtype), dim).movedim(dim, -1)
-        grp = ctx.groups  # (..., n): segment id per position, -1 where masked
-        n = grp.shape[-1]
-        idx = torch.where(grp >= 0, grp, n)  # masked positions go to a spare bin
-        flat = gy.reshape(-1, n)
-        gi = idx.reshape(-1, n)
-        sums = torch.zeros(flat.shape[0], n + 1, dtype=g.dtype, device=g.device)
-        cnts = torch.zeros_like(sums)
-        sums.scatter_add_(1, gi, flat)
-        cnts.scatter_add_(1, gi, torch.ones_like(flat))
-        mean = (sums / cnts.clamp_min(1)).gather(1, gi)
-        mean = torch.where(gi < n, mean, 0).view(gy.shape)
-        return mean.movedim(-1, dim), None, None
+        gy = _jvp_simplex(g, (p > 0).to(g.dtype), ctx.dim)
+        return _tv.group_mean(gy, ctx.groups, ctx.dim), None, None
 
 
 def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:

@@ -16,6 +16,7 @@ averages the incoming gradient over each group.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def prox_tv1d(y: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
@@ -96,3 +97,39 @@ def tv1d_optimality_gap(x: np.ndarray, y: np.ndarray, lam: float) -> float:
     if jump.any():
         gap = max(gap, float(np.max(np.abs(u[jump] - lam * np.sign(d[jump])))))
     return gap
+
+
+def prox_tv1d_batch(x: torch.Tensor, lam: float, dim: int):
+    """:func:`prox_tv1d` on every row of ``x`` along ``dim`` (on CPU, in float64).
+
+    ``-inf`` entries are dropped before the prox (their neighbours become adjacent) and
+    stay ``-inf``. Returns ``(y, groups)``: ``y`` like ``x`` (same device and dtype) and
+    ``groups`` (``x`` moved to ``dim = -1``, long): the segment id of each position,
+    ``-1`` where masked.
+    """
+    xt = x.movedim(dim, -1)
+    rows = xt.reshape(-1, xt.shape[-1]).cpu().double().numpy()
+    y = np.full(rows.shape, -np.inf)
+    groups = np.full(rows.shape, -1, dtype=np.int64)
+    for i, row in enumerate(rows):
+        keep = np.isfinite(row)
+        if keep.any():
+            y[i, keep], groups[i, keep] = prox_tv1d(row[keep], lam)
+    y = torch.from_numpy(y).to(x.device, x.dtype).view(xt.shape).movedim(-1, dim)
+    return y, torch.from_numpy(groups).to(x.device).view(xt.shape)
+
+
+def group_mean(g: torch.Tensor, groups: torch.Tensor, dim: int) -> torch.Tensor:
+    """Average ``g`` over each segment of ``groups`` (the Jacobian of the TV prox, which
+    is symmetric); positions with group ``-1`` (masked) get 0."""
+    gt = g.movedim(dim, -1)
+    n = groups.shape[-1]
+    idx = torch.where(groups >= 0, groups, n).reshape(-1, n)  # masked: a spare bin
+    flat = gt.reshape(-1, n)
+    sums = torch.zeros(flat.shape[0], n + 1, dtype=g.dtype, device=g.device)
+    counts = torch.zeros_like(sums)
+    sums.scatter_add_(1, idx, flat)
+    counts.scatter_add_(1, idx, torch.ones_like(flat))
+    mean = (sums / counts.clamp_min(1)).gather(1, idx)
+    mean = torch.where(idx < n, mean, 0).view(gt.shape)
+    return mean.movedim(-1, dim)
