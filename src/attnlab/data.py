@@ -19,11 +19,15 @@ reserves four special tokens with fixed ids: ``<pad>`` 0, ``<bos>`` 1, ``<eos>``
 
 Typical use (chapters 1 and 7)::
 
-    task = attnlab.data.make_task("reversal", lengths=(4, 30))
+    task = attnlab.data.make_task("reversal", lengths=(3, 24), distinct=True)
     for batch in task.stream(batch_size=64, seed=0):   # endless, reproducible
-        ...
-    batch = task.batch(64, lengths=25, seed=1)         # one batch, every source length 25
-    task.tgt_vocab.decode(batch.tgt[0])                # -> list of target tokens
+        ...                                            # bucket=True: one length a batch
+    batch = task.batch(64, lengths=20, seed=1)         # one batch, every source length 20
+    task.decode(batch.tgt[0])                          # -> "string" (stops at <eos>)
+    batch.src_mask                                     # (B, S) True on real tokens
+
+Models trained on these batches follow the small protocol of :mod:`attnlab.train`
+(``model.loss(batch)``, ``model.greedy(src, src_lengths, max_len)``).
 """
 
 from __future__ import annotations
