@@ -74,8 +74,9 @@ def test_explorer_without_attention_and_date_task():
 
 def test_widget_builds():
     task = ReversalTask()
-    wid = alignment_widget(_model(task), task, "abc")
+    wid = alignment_widget(_model(task), task, "abc", examples=["xyz", "abc"])
     assert wid.children[0].value == "abc" and wid.children[1].max == 30
+    assert list(wid.children[0].options) == ["abc", "xyz"]
     wid.children[0].value = ""  # empty input: the widget prints a message, no exception
     assert wid.kwargs["text"] == ""
     wid.children[1].value = 7

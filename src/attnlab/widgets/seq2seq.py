@@ -83,8 +83,14 @@ def alignment_explorer(model, task, text: str = "abcdefghij", step: int = 0) -> 
     return info
 
 
-def alignment_widget(model, task, text: str = "abcdefghij", max_steps: int = 30):
-    """A text box (type any input) and a step slider wired to :func:`alignment_explorer`."""
+def alignment_widget(
+    model, task, text: str = "abcdefghij", examples=(), max_steps: int = 30
+):
+    """Type an input or pick one of ``examples``, and move the output step slider.
+
+    The text box is a combo box: it offers ``examples`` and accepts anything typed; the
+    slider chooses the output step that :func:`alignment_explorer` frames.
+    """
     import ipywidgets as w
 
     def show(text, step):
@@ -93,9 +99,16 @@ def alignment_widget(model, task, text: str = "abcdefghij", max_steps: int = 30)
         except ValueError as err:  # empty or unreadable input: say so, do not crash
             print(f"cannot translate {text!r}: {err}")
 
+    options = list(dict.fromkeys([text, *examples]))
     return w.interactive(
         show,
-        text=w.Text(value=text, description="input", continuous_update=False),
+        text=w.Combobox(
+            value=text,
+            options=options,
+            ensure_option=False,
+            description="input",
+            continuous_update=False,
+        ),
         step=w.IntSlider(
             value=0,
             min=0,
