@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -91,6 +92,18 @@ def _default_loss(model, batch):
     return model.loss(batch)
 
 
+@contextmanager
+def num_threads(n: int | None):
+    """Run a block with torch using ``n`` CPU threads (None: leave as is), then restore."""
+    old = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def fit(
     model: nn.Module,
     batches: Iterable,
@@ -145,99 +158,58 @@ def fit(
         raise ValueError("target needs an eval_fn to compare against")
     if seed is not None:
         seed_everything(seed)
-    old_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        return _fit(
-            model,
-            batches,
-            loss_fn,
-            steps,
-            lr,
-            optimizer,
-            clip,
-            schedule,
-            warmup,
-            eval_fn,
-            eval_every,
-            target,
-            log_every,
-            device,
-            quiet,
-        )
-    finally:
-        torch.set_num_threads(old_threads)
+    with num_threads(threads):
+        loss_fn = loss_fn or _default_loss
+        opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+        sched = _scheduler(opt, schedule, warmup, steps)
+        hist = History()
+        say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+        t0 = time.perf_counter()
+        last_eval = None
 
+        def run_eval(step):
+            model.eval()
+            with torch.no_grad():
+                value = float(eval_fn(model))
+            model.train()
+            hist.evals.append((step, value))
+            return value
 
-def _fit(
-    model,
-    batches,
-    loss_fn,
-    steps,
-    lr,
-    optimizer,
-    clip,
-    schedule,
-    warmup,
-    eval_fn,
-    eval_every,
-    target,
-    log_every,
-    device,
-    quiet,
-):
-    loss_fn = loss_fn or _default_loss
-    opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
-    sched = _scheduler(opt, schedule, warmup, steps)
-    hist = History()
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    t0 = time.perf_counter()
-    last_eval = None
-
-    def run_eval(step):
-        model.eval()
-        with torch.no_grad():
-            value = float(eval_fn(model))
         model.train()
-        hist.evals.append((step, value))
-        return value
-
-    model.train()
-    it = iter(batches)
-    for step in range(1, steps + 1):
-        try:
-            batch = next(it)
-        except StopIteration:
-            break
-        if device is not None and isinstance(batch, Batch):
-            batch = batch.to(device)
-        loss = loss_fn(model, batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"fit: loss is {loss.item()} at step {step}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        sched.step()
-        hist.losses.append(loss.item())
-        hist.steps = step
-        if eval_fn is not None and step % eval_every == 0:
-            last_eval = run_eval(step)
-        if step % log_every == 0 or step == steps:
-            _log(say, step, steps, hist, last_eval, t0)
-        if target is not None and last_eval is not None and last_eval >= target:
-            hist.stopped_early = step < steps
-            if step % log_every:
+        it = iter(batches)
+        for step in range(1, steps + 1):
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            if device is not None and isinstance(batch, Batch):
+                batch = batch.to(device)
+            loss = loss_fn(model, batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"fit: loss is {loss.item()} at step {step}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            sched.step()
+            hist.losses.append(loss.item())
+            hist.steps = step
+            if eval_fn is not None and step % eval_every == 0:
+                last_eval = run_eval(step)
+            if step % log_every == 0 or step == steps:
                 _log(say, step, steps, hist, last_eval, t0)
-            say(f"reached target {target:g} at step {step}")
-            break
-    if eval_fn is not None and (not hist.evals or hist.evals[-1][0] != hist.steps):
-        run_eval(hist.steps)
-    model.eval()
-    hist.seconds = time.perf_counter() - t0
-    return hist
+            if target is not None and last_eval is not None and last_eval >= target:
+                hist.stopped_early = step < steps
+                if step % log_every:
+                    _log(say, step, steps, hist, last_eval, t0)
+                say(f"reached target {target:g} at step {step}")
+                break
+        if eval_fn is not None and (not hist.evals or hist.evals[-1][0] != hist.steps):
+            run_eval(hist.steps)
+        model.eval()
+        hist.seconds = time.perf_counter() - t0
+        return hist
 
 
 def _scheduler(opt, schedule, warmup, steps):
@@ -318,12 +290,8 @@ def evaluate(
     Returns ``{"accuracy": float, "n": int}``.
     """
     decode_fn = decode_fn or greedy_ids
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models decode fastest on one thread
-    try:
+    with num_threads(1):  # small models decode fastest on one thread
         return _evaluate(model, task, n, lengths, seed, batch_size, decode_fn, device)
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _evaluate(model, task, n, lengths, seed, batch_size, decode_fn, device):
