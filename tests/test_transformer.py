@@ -306,3 +306,24 @@ def test_model_overfits_a_tiny_batch():
     model.eval()
     pred, _ = model.greedy(batch.src, batch.src_lengths, max_len=10)
     assert attnlab.train.exact_match(pred, batch.tgt_out).all()
+
+
+def test_beam_does_not_stop_on_weak_finished_hypotheses():
+    # After any "b" the model says <eos> (0.9); all-"a" prefixes continue with "a"
+    # (0.85) until five "a"s, then <eos>. Weak "...b <eos>" hypotheses finish early;
+    # the search must go on until the strong all-"a" one finishes.
+    def step(prefix):
+        rows = []
+        for p in prefix[:, 1:].tolist():
+            if p and p[-1] == 4:
+                rows.append([1e-9, 1e-9, 0.9, 0.05, 0.05])
+            elif len(p) < 5:
+                rows.append([1e-9, 1e-9, 1e-9, 0.85, 0.15])
+            else:
+                rows.append([1e-9, 1e-9, 1.0, 1e-9, 1e-9])
+        return torch.tensor(rows).log()
+
+    best, score = attnlab.beam_search(step, 1, 2, beam_size=2, max_len=8, alpha=0.0)[0]
+    assert best == [3, 3, 3, 3, 3, 2]
+    assert score == pytest.approx(5 * torch.tensor(0.85).log().item(), abs=1e-5)
+    assert best == attnlab.greedy_decode(step, 1, 1, 2, max_len=8)[0].tolist()

@@ -77,16 +77,18 @@ def beam_search(
     """Beam search for one input: keep the ``beam_size`` best prefixes at each step.
 
     At each step every live prefix is extended by every token; of the extensions, the
-    best ``beam_size`` by total log-probability are kept. An extension by ``<eos>`` that
-    ranks among the best ``beam_size`` is *finished*, with score
-    ``log P(Y) / length_penalty(|Y|, alpha)``. The search stops once ``beam_size``
-    hypotheses have finished, or after ``max_len`` tokens (the live prefixes then count
-    as finished). With ``beam_size=1`` this is exactly greedy decoding.
+    best ``beam_size`` by total log-probability stay live. An extension by ``<eos>``
+    that ranks among the best ``beam_size`` is *finished*, with score
+    ``log P(Y) / length_penalty(|Y|, alpha)``; the ``beam_size`` best finished ones are
+    kept. The search stops when even the best live prefix, scored at its current
+    length, cannot beat the worst kept finished hypothesis, or after ``max_len``
+    tokens (the live prefixes then count as finished). With ``beam_size=1`` this is
+    exactly greedy decoding.
 
     Returns
     -------
-    list of ``(ids, score)``, best first; ``ids`` excludes ``<bos>`` and ends with
-    ``<eos>`` when the hypothesis finished.
+    list of ``(ids, score)``, best first (at most ``beam_size``); ``ids`` excludes
+    ``<bos>`` and ends with ``<eos>`` when the hypothesis finished.
     """
     if beam_size < 1 or max_len < 1:
         raise ValueError(
@@ -95,7 +97,11 @@ def beam_search(
     beams = torch.full((1, 1), bos_id, dtype=torch.long, device=device)  # (K, t)
     beam_lp = torch.zeros(1, dtype=torch.float64, device=device)  # (K,) log P(prefix)
     finished: list[tuple[list[int], float]] = []
-    for _ in range(max_len):
+
+    def keep_best(hyps):
+        return sorted(hyps, key=lambda h: -h[1])[:beam_size]
+
+    for t in range(1, max_len + 1):  # t = length of the hypotheses made at this step
         logp = step(beams).double()  # (K, t) -> (K, V)
         V = logp.shape[-1]
         cand = (beam_lp[:, None] + logp).flatten()  # (K * V,) log P(prefix + token)
@@ -106,19 +112,23 @@ def beam_search(
             if tok == eos_id:
                 if rank < beam_size:  # a finished hypothesis must rank among the best
                     seq = beams[row, 1:].tolist() + [tok]
-                    finished.append((seq, lp / length_penalty(len(seq), alpha)))
+                    finished.append((seq, lp / length_penalty(t, alpha)))
             elif len(keep_rows) < beam_size:
                 keep_rows.append(row), keep_tok.append(tok), keep_lp.append(lp)
-        if len(finished) >= beam_size or not keep_rows:
+        finished = keep_best(finished)
+        if not keep_rows:
             break
+        best_live = max(keep_lp) / length_penalty(t, alpha)
+        if len(finished) == beam_size and finished[-1][1] >= best_live:
+            break  # no live prefix is likely to make the list any more
         rows = torch.tensor(keep_rows, device=beams.device)
         toks = torch.tensor(keep_tok, device=beams.device)[:, None]  # (K, 1)
         beams = torch.cat([beams[rows], toks], dim=1)  # (K, t + 1)
         beam_lp = torch.tensor(keep_lp, dtype=torch.float64, device=beams.device)
-    else:  # ran out of length: the live prefixes are the candidates too
+    else:  # ran out of length: the live prefixes are candidates too
         for seq, lp in zip(beams[:, 1:].tolist(), beam_lp.tolist()):
             finished.append((seq, lp / length_penalty(len(seq), alpha)))
-    return sorted(finished, key=lambda h: -h[1])
+    return keep_best(finished)
 
 
 def label_smoothed_loss(
