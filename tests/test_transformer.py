@@ -211,7 +211,7 @@ def test_beam_one_equals_greedy():
         greedy, _ = model.greedy(src, max_len=8)
         g = greedy[0].tolist()
         g = g[: g.index(2) + 1] if 2 in g else g
-        best, score = model.beam(src[0], beam_size=1, max_len=8, length_penalty=0.6)[0]
+        best, score = model.beam(src[0], beam_size=1, max_len=8, alpha=0.6)[0]
         assert best == g
 
 

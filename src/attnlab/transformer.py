@@ -330,12 +330,12 @@ class Seq2SeqTransformer(nn.Module):
                              cfg.pad_id, src.device), None  # fmt: skip
 
     @torch.no_grad()
-    def beam(self, src, beam_size=4, max_len=50, length_penalty=0.6, src_length=None):
+    def beam(self, src, beam_size=4, max_len=50, alpha=0.6, src_length=None):
         """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
         lengths = None if src_length is None else torch.tensor([src_length])
         memory, mask = self.encode(src[None], lengths)  # (1, S, D), (1, S)
         return beam_search(self._step_fn(memory, mask), self.cfg.bos_id,
-                           self.cfg.eos_id, beam_size, max_len, length_penalty,
+                           self.cfg.eos_id, beam_size, max_len, alpha,
                            device=src.device)  # fmt: skip
 
     @torch.no_grad()
