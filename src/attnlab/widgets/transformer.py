@@ -156,7 +156,10 @@ def architecture(norm_first: bool = False):
         "LayerNorm": "#c7e9c0",
     }
     fig, ax = plt.subplots(figsize=(8, 0.42 * len(dec) + 0.8))
-    for x0, labels, name in ((0.0, enc, "encoder (layers × N)"), (1.5, dec, "decoder (layers × N)")):
+    for x0, labels, name in (
+        (0.0, enc, "encoder (layers × N)"),
+        (1.5, dec, "decoder (layers × N)"),
+    ):
         for i, text in enumerate(labels):
             key = next((k for k in colours if k in text), None)
             ax.add_patch(plt.Rectangle((x0, i), 1.0, 0.8, fc=colours.get(key, "#eeeeee"),
