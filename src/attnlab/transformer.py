@@ -48,8 +48,8 @@ __all__ = [
     "TransformerConfig",
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
-    "Encoder",
-    "Decoder",
+    "TransformerEncoder",
+    "TransformerDecoder",
     "Seq2SeqTransformer",
     "TransformerLM",
     "copy_from_torch",
@@ -212,7 +212,7 @@ def _layers(cfg: TransformerConfig, cls, n: int) -> nn.ModuleList:
     return nn.ModuleList(cls(*args, activation=cfg.activation) for _ in range(n))
 
 
-class Encoder(nn.Module):
+class TransformerEncoder(nn.Module):
     """A stack of encoder layers (+ a final LayerNorm when pre-LN)."""
 
     def __init__(self, cfg: TransformerConfig, n_layers: int | None = None):
@@ -227,7 +227,7 @@ class Encoder(nn.Module):
         return self.norm(x)
 
 
-class Decoder(nn.Module):
+class TransformerDecoder(nn.Module):
     """A stack of decoder layers (+ a final LayerNorm when pre-LN); always causal."""
 
     def __init__(self, cfg: TransformerConfig):
@@ -276,8 +276,8 @@ class Seq2SeqTransformer(nn.Module):
         self.cfg = cfg
         self.src_embed = _Embed(cfg.src_vocab, cfg)
         self.tgt_embed = _Embed(cfg.tgt_vocab, cfg)
-        self.encoder = Encoder(cfg)
-        self.decoder = Decoder(cfg)
+        self.encoder = TransformerEncoder(cfg)
+        self.decoder = TransformerDecoder(cfg)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     def src_mask(self, src, src_lengths=None) -> torch.Tensor:
@@ -366,7 +366,7 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = _Embed(cfg.tgt_vocab, cfg)
-        self.blocks = Encoder(cfg, cfg.n_decoder_layers)
+        self.blocks = TransformerEncoder(cfg, cfg.n_decoder_layers)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
