@@ -2,14 +2,18 @@
 
     python tools/browser_check.py _build/html _build/shots
 
-For every page of the book it asserts, in the DOM after JavaScript ran:
-  * math is typeset by the vendored MathJax (no raw ``\\(...\\)`` left in math spans);
-  * every page that stores widgets shows rendered widget views;
-  * chapter pages carry the Colab launch button; exercise pages show exercise boxes and
-    solutions collapsed in dropdowns; the bibliography lists entries;
-  * no page loads a script or stylesheet from another host (it must work offline).
-Screenshots go to the shots folder: the top of each page, and each page's first widget
-and first exercise (scrolled there through their anchors).
+The site is served on 127.0.0.1 and driven through the DevTools protocol (tornado's
+websocket client, already installed with Jupyter). For every page, after its JavaScript
+ran, it asserts:
+
+* math is typeset by the vendored MathJax (no math element left untypeset);
+* every page that stores widgets shows rendered widget views;
+* chapter pages carry the Colab launch button, show exercise boxes, and keep every
+  solution collapsed in a dropdown; the bibliography lists entries;
+* no page loads a script or stylesheet from another host (it must work offline).
+
+Screenshots go to the shots folder: the top of each page, and on chapter pages the first
+widget and the first exercise with its (collapsed) solution.
 
 Chromium is Debian's ``chromium`` package; if it is missing and we are root with apt-get,
 it is installed, otherwise the check stops with a message saying how (never passes).
@@ -17,16 +21,22 @@ it is installed, otherwise the check stops with a message saying how (never pass
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import functools
 import http.server
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.request
 from pathlib import Path
+
+from tornado.websocket import websocket_connect
 
 FLAGS = [
     "--headless",
@@ -38,7 +48,52 @@ FLAGS = [
     "--no-first-run",
     "--disable-quic",
     "--hide-scrollbars",
+    "--window-size=1280,1000",
 ]
+
+# Run in the page: what a reader would see, as numbers.
+PROBE = r"""
+(() => {
+  const q = (s) => Array.from(document.querySelectorAll(s));
+  const visible = (el) => !!(el && el.offsetParent !== null);
+  const math = q('.math');
+  const solutions = q('.solution');
+  return {
+    math: math.length,
+    typeset: math.filter((el) => el.querySelector('mjx-container')).length,
+    views: q('script[type="application/vnd.jupyter.widget-view+json"]').length,
+    rendered: q('.jupyter-widgets.widget-interact, .jupyter-widgets.widget-box,'
+              + ' .jupyter-widgets.widget-hbox, .jupyter-widgets.widget-vbox,'
+              + ' .jupyter-widgets.widget-slider, .jupyter-widgets.widget-dropdown')
+              .filter(visible).length,
+    exercises: q('.exercise').length,
+    solutions: solutions.length,
+    collapsed: solutions.filter((el) => el.classList.contains('dropdown')
+        && el.classList.contains('toggle-hidden')).length,
+    colab: q('a[href*="colab.research.google.com"]').length,
+    citations: q('.citation, [role="doc-biblioentry"], dl.citation > dt').length,
+    external: q('script[src], link[rel="stylesheet"][href]')
+        .map((el) => el.src || el.href)
+        .filter((u) => /^https?:/.test(u) && !u.startsWith(location.origin)),
+  };
+})()
+"""
+
+# Run in the page: the rectangle (page coordinates) of the first element matching a
+# selector, grown to include the next sibling element when asked.
+RECT = r"""
+((sel, withNext) => {
+  const el = document.querySelector(sel);
+  if (!el) return null;
+  let box = el.closest('.cell') || el;
+  const r = box.getBoundingClientRect();
+  let bottom = r.bottom;
+  if (withNext && box.nextElementSibling)
+    bottom = box.nextElementSibling.getBoundingClientRect().bottom;
+  return {x: 0, y: Math.max(0, r.top + window.scrollY - 90), width: 1280,
+          height: Math.min(bottom - r.top + 130, 1800)};
+})
+"""
 
 
 def find_chromium() -> str:
@@ -77,97 +132,169 @@ def serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def chromium(exe: str, url: str, *extra: str) -> str:
-    with tempfile.TemporaryDirectory() as profile:
-        cmd = [exe, *FLAGS, f"--user-data-dir={profile}", *extra, url]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    return res.stdout
+class Browser:
+    """A headless Chromium and one page, driven over the DevTools protocol."""
 
-
-def dom(exe: str, url: str) -> str:
-    return chromium(exe, url, "--virtual-time-budget=20000", "--dump-dom")
-
-
-def shot(exe: str, url: str, png: Path, height: int = 1400) -> None:
-    chromium(
-        exe,
-        url,
-        "--virtual-time-budget=20000",
-        f"--window-size=1280,{height}",
-        f"--screenshot={png}",
-    )
-
-
-def external_assets(html: str) -> list[str]:
-    """Scripts and stylesheets a page would fetch from another host."""
-    found = re.findall(r'<script[^>]+src="(https?://[^"]+)"', html)
-    found += re.findall(r'<link[^>]+rel="stylesheet"[^>]+href="(https?://[^"]+)"', html)
-    found += re.findall(r'<link[^>]+href="(https?://[^"]+)"[^>]+rel="stylesheet"', html)
-    return found
-
-
-def check_page(exe: str, base: str, rel: str, source: str, shots: Path) -> list[str]:
-    errors: list[str] = []
-    url = f"{base}/{rel}"
-    name = rel.replace("/", "_").removesuffix(".html")
-    d = dom(exe, url)
-    if "</html>" not in d:
-        return [f"{rel}: Chromium returned no DOM"]
-    for asset in external_assets(source):
-        errors.append(f"{rel}: loads {asset} from the network")
-
-    math_spans = re.findall(r'class="math[^"]*"[^>]*>(.*?)</(?:span|div)>', d, re.S)
-    has_math = 'class="math' in source
-    typeset = d.count("<mjx-container")
-    raw = [s for s in math_spans if "\\(" in s or "\\[" in s]
-    if has_math and (typeset == 0 or raw):
-        errors.append(f"{rel}: math not typeset ({typeset} typeset, {len(raw)} raw)")
-
-    n_views = source.count("application/vnd.jupyter.widget-view+json")
-    rendered = len(
-        re.findall(
-            r'class="[^"]*\bwidget-(?:slider|dropdown|toggle|'
-            r"interact|hbox|vbox|inline-hbox|box|label)\b",
-            d,
+    def __init__(self, exe: str):
+        self.profile = tempfile.mkdtemp(prefix="attnlab-chromium-")
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                *FLAGS,
+                f"--user-data-dir={self.profile}",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-    )
-    if n_views and rendered == 0:
-        errors.append(f"{rel}: {n_views} widget views stored, none rendered")
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            time.sleep(0.1)
+        else:
+            self.close()
+            sys.exit("error: Chromium did not open its DevTools port")
+        port = port_file.read_text().split()[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as r:
+            pages = [t for t in json.load(r) if t["type"] == "page"]
+        self.ws_url = pages[0]["webSocketDebuggerUrl"]
+        self.ws = None
+        self.next_id = 0
 
-    is_chapter = rel.startswith("chapters/")
-    if is_chapter and "colab.research.google.com" not in d:
-        errors.append(f"{rel}: no Colab launch button")
-    n_ex = len(re.findall(r'class="[^"]*\bexercise\b', d))
-    n_sol = len(re.findall(r'class="[^"]*\bsolution\b[^"]*\bdropdown\b', d))
-    if is_chapter and n_ex == 0:
-        errors.append(f"{rel}: no exercise box")
-    if n_ex and n_sol == 0:
-        errors.append(f"{rel}: exercises without collapsed (dropdown) solutions")
-    if (
-        rel == "bibliography.html"
-        and d.count('class="citation')
-        + d.count('role="doc-biblioentry"')
-        + d.count("<dt")
-        < 5
-    ):
-        errors.append(f"{rel}: the bibliography lists almost nothing")
+    async def connect(self):
+        self.ws = await websocket_connect(self.ws_url, max_message_size=256 << 20)
+        await self.call("Page.enable")
+        await self.call("Runtime.enable")
 
-    shot(exe, url, shots / f"{name}.png")
-    anchors = {}
-    m = re.search(
-        r'<section id="([^"]+)">(?:(?!<section).)*?widget-view\+json', source, re.S
-    )
-    if n_views and m:
-        anchors["widget"] = m.group(1)
-    m = re.search(r'<div class="exercise[^"]*" id="([^"]+)"', source)
-    if m:
-        anchors["exercise"] = m.group(1)
-    for what, anchor in anchors.items():
-        shot(exe, f"{url}#{anchor}", shots / f"{name}-{what}.png", height=1000)
-    print(
-        f"{'FAIL' if errors else 'ok  '} {rel:45s} math {typeset:4d}  widgets "
-        f"{rendered:3d}/{n_views:<3d} exercises {n_ex:2d} solutions(dropdown) {n_sol:2d}"
-    )
+    async def call(self, method: str, **params):
+        self.next_id += 1
+        my_id = self.next_id
+        await self.ws.write_message(
+            json.dumps({"id": my_id, "method": method, "params": params})
+        )
+        while True:
+            msg = json.loads(await self.ws.read_message())
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    async def evaluate(self, expression: str):
+        res = await self.call(
+            "Runtime.evaluate",
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=True,
+        )
+        return res.get("result", {}).get("value")
+
+    async def open(self, url: str, settle: float = 20.0) -> dict:
+        """Load a page and wait until its math and widgets stop changing."""
+        await self.call("Page.navigate", url=url)
+        deadline = time.monotonic() + settle
+        last, stable = None, 0
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            ready = await self.evaluate("document.readyState")
+            probe = await self.evaluate(PROBE) if ready == "complete" else None
+            done = (
+                probe
+                and probe["typeset"] == probe["math"]
+                and (probe["rendered"] > 0 or probe["views"] == 0)
+            )
+            stable = stable + 1 if (probe == last and probe) else 0
+            last = probe
+            if done and stable >= 2:
+                break
+        return last or {}
+
+    async def shot(self, png: Path, clip: dict | None = None) -> None:
+        params = {"format": "png", "captureBeyondViewport": clip is not None}
+        if clip:
+            params["clip"] = {**clip, "scale": 1}
+        res = await self.call("Page.captureScreenshot", **params)
+        png.write_bytes(base64.b64decode(res["data"]))
+
+    async def shot_of(self, png: Path, selector: str, with_next: bool = False) -> bool:
+        rect = await self.evaluate(
+            f"({RECT})({json.dumps(selector)}, {str(with_next).lower()})"
+        )
+        if not rect:
+            return False
+        await self.shot(png, rect)
+        return True
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def problems(rel: str, p: dict) -> list[str]:
+    out = []
+    if not p:
+        return [f"{rel}: the page did not load"]
+    out += [f"{rel}: loads {u} from the network" for u in p["external"]]
+    if p["typeset"] < p["math"]:
+        out.append(
+            f"{rel}: {p['math'] - p['typeset']} of {p['math']} math elements "
+            "not typeset"
+        )
+    if p["views"] and not p["rendered"]:
+        out.append(f"{rel}: {p['views']} widget views stored, none rendered")
+    if rel.startswith("chapters/"):
+        if not p["colab"]:
+            out.append(f"{rel}: no Colab launch button")
+        if not p["exercises"]:
+            out.append(f"{rel}: no exercise box")
+    if p["solutions"] != p["collapsed"]:
+        out.append(
+            f"{rel}: {p['solutions'] - p['collapsed']} solutions are not "
+            "collapsed in a dropdown"
+        )
+    if rel == "bibliography.html" and p["citations"] < 5:
+        out.append(f"{rel}: the bibliography lists {p['citations']} entries")
+    return out
+
+
+async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
+    browser = Browser(exe)
+    errors: list[str] = []
+    try:
+        await browser.connect()
+        for rel in pages:
+            probe = await browser.open(f"{base}/{rel}")
+            errors += problems(rel, probe)
+            name = rel.replace("/", "_").removesuffix(".html")
+            await browser.shot(shots / f"{name}.png")
+            if probe.get("rendered"):
+                await browser.shot_of(
+                    shots / f"{name}-widget.png",
+                    ".jupyter-widgets.widget-interact, .jupyter-widgets.widget-box",
+                )
+            if probe.get("exercises"):
+                await browser.shot_of(
+                    shots / f"{name}-exercise.png", ".exercise", with_next=True
+                )
+            p = probe or {}
+            print(
+                f"{'FAIL' if problems(rel, probe) else 'ok  '} {rel:38s} "
+                f"math {p.get('typeset', 0):4d}/{p.get('math', 0):<4d} "
+                f"widgets {p.get('rendered', 0):3d} ({p.get('views', 0)} stored) "
+                f"exercises {p.get('exercises', 0)} "
+                f"collapsed {p.get('collapsed', 0)}/{p.get('solutions', 0)} "
+                f"colab {'yes' if p.get('colab') else 'no'}",
+                flush=True,
+            )
+    finally:
+        if browser.ws is not None:
+            browser.ws.close()
+        browser.close()
     return errors
 
 
@@ -182,11 +309,8 @@ def main(site: str, shots_dir: str) -> int:
         str(p.relative_to(root)) for p in (root / "chapters").glob("*.html")
     )
     server, base = serve(root)
-    errors: list[str] = []
     try:
-        for rel in pages:
-            source = (root / rel).read_text(encoding="utf-8")
-            errors += check_page(exe, base, rel, source, shots)
+        errors = asyncio.run(run(exe, base, pages, shots))
     finally:
         server.shutdown()
     for e in errors:
