@@ -79,19 +79,15 @@ PROBE = r"""
 })()
 """
 
-# Run in the page: the rectangle (page coordinates) of the first element matching a
-# selector, grown to include the next sibling element when asked.
-RECT = r"""
-((sel, withNext) => {
+# Run in the page: scroll the first element matching a selector to the top of the
+# window (a little above it, for context). False when there is none.
+SCROLL_TO = r"""
+((sel) => {
   const el = document.querySelector(sel);
-  if (!el) return null;
-  let box = el.closest('.cell') || el;
-  const r = box.getBoundingClientRect();
-  let bottom = r.bottom;
-  if (withNext && box.nextElementSibling)
-    bottom = box.nextElementSibling.getBoundingClientRect().bottom;
-  return {x: 0, y: Math.max(0, r.top + window.scrollY - 90), width: 1280,
-          height: Math.min(bottom - r.top + 130, 1800)};
+  if (!el) return false;
+  el.scrollIntoView({block: 'start'});
+  window.scrollBy(0, -80);
+  return true;
 })
 """
 
@@ -108,7 +104,9 @@ def find_chromium() -> str:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
         subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env
+            ["apt-get", "install", "-y", "-qq", "chromium", "fonts-noto-color-emoji"],
+            check=True,
+            env=env,
         )
         path = shutil.which("chromium")
         if path:
@@ -210,21 +208,19 @@ class Browser:
                 break
         return last or {}
 
-    async def shot(self, png: Path, clip: dict | None = None) -> None:
-        params = {"format": "png", "captureBeyondViewport": clip is not None}
-        if clip:
-            params["clip"] = {**clip, "scale": 1}
-        res = await self.call("Page.captureScreenshot", **params)
+    async def shot(self, png: Path) -> None:
+        """Screenshot of what the window shows now."""
+        res = await self.call("Page.captureScreenshot", format="png")
         png.write_bytes(base64.b64decode(res["data"]))
 
-    async def shot_of(self, png: Path, selector: str, with_next: bool = False) -> bool:
-        rect = await self.evaluate(
-            f"({RECT})({json.dumps(selector)}, {str(with_next).lower()})"
-        )
-        if not rect:
-            return False
-        await self.shot(png, rect)
-        return True
+    async def shot_of(self, png: Path, selector: str) -> bool:
+        """Screenshot with the first element matching ``selector`` near the top."""
+        found = await self.evaluate(f"({SCROLL_TO})({json.dumps(selector)})")
+        if found:
+            await asyncio.sleep(0.3)
+            await self.shot(png)
+            await self.evaluate("window.scrollTo(0, 0)")
+        return bool(found)
 
     def close(self):
         self.proc.terminate()
@@ -278,9 +274,7 @@ async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
                     ".jupyter-widgets.widget-interact, .jupyter-widgets.widget-box",
                 )
             if probe.get("exercises"):
-                await browser.shot_of(
-                    shots / f"{name}-exercise.png", ".exercise", with_next=True
-                )
+                await browser.shot_of(shots / f"{name}-exercise.png", ".exercise")
             p = probe or {}
             print(
                 f"{'FAIL' if problems(rel, probe) else 'ok  '} {rel:38s} "
