@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from . import check, data, mappings, masking, scoring, seq2seq, train
 from .attention import *  # noqa: F403
+from .decoding import *  # noqa: F403
 from .devices import *  # noqa: F403
 from .mappings import *  # noqa: F403
 from .masking import *  # noqa: F403

@@ -33,14 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .decoding import (
-    beam_search,
-    greedy_decode,
-    label_smoothed_loss,
-    length_penalty,
-    noam_lr,
-    noam_scheduler,
-)
+from .decoding import beam_search, greedy_decode, label_smoothed_loss
 from .multihead import MultiHeadAttention
 from .positional import get_positional
 
@@ -53,12 +46,6 @@ __all__ = [
     "Seq2SeqTransformer",
     "TransformerLM",
     "copy_from_torch",
-    "greedy_decode",
-    "beam_search",
-    "length_penalty",
-    "label_smoothed_loss",
-    "noam_lr",
-    "noam_scheduler",
 ]
 
 
