@@ -55,7 +55,7 @@ _vendor/.done: tools/vendor_js.sh
 
 book: $(STAMP) vendor
 	@start=$$(date +%s); \
-	$(BIN)/jupyter-book build . --builder html -W -n --keep-going; \
+	$(BIN)/jupyter-book build . --all --builder html -W -n --keep-going; \
 	echo "book built in $$(( $$(date +%s) - start )) s -> _build/html/index.html"
 
 # ---------------------------------------------------------------- tests

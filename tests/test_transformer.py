@@ -131,6 +131,16 @@ def test_layer_names_mirror_pytorch():
     assert "norm3" not in enc and "cross_attn" not in enc
 
 
+def test_stack_names():
+    # The design's names for the stacks live in attnlab.transformer; the top level keeps
+    # attnlab.Encoder/Decoder free (seq2seq's GRU versions use those names in chapter 1).
+    from attnlab import transformer
+
+    assert transformer.Encoder is attnlab.TransformerEncoder
+    assert transformer.Decoder is attnlab.TransformerDecoder
+    assert not hasattr(attnlab, "Encoder") and not hasattr(attnlab, "Decoder")
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="activation"):
         attnlab.TransformerEncoderLayer(D, H, FF, activation="tanh")

@@ -71,6 +71,10 @@ PROBE = r"""
     collapsed: solutions.filter((el) => el.classList.contains('dropdown')
         && el.classList.contains('toggle-hidden')).length,
     colab: q('a[href*="colab.research.google.com"]').length,
+    // The theme's top bar: sphinx-book-theme puts everything in the sidebars, so
+    // on a wide window a visible one means a stray, empty header (search only).
+    header: (() => { const h = document.querySelector('#pst-header');
+                     return h ? Math.round(h.getBoundingClientRect().height) : 0; })(),
     citations: q('.citation, [role="doc-biblioentry"], dl.citation > dt').length,
     external: q('script[src], link[rel="stylesheet"][href]')
         .map((el) => el.src || el.href)
@@ -253,6 +257,8 @@ def problems(rel: str, p: dict) -> list[str]:
             f"{rel}: {p['solutions'] - p['collapsed']} solutions are not "
             "collapsed in a dropdown"
         )
+    if p["header"] > 0:
+        out.append(f"{rel}: a {p['header']} px header bar sits above the page")
     if rel == "bibliography.html" and p["citations"] < 5:
         out.append(f"{rel}: the bibliography lists {p['citations']} entries")
     return out

@@ -233,6 +233,12 @@ class TransformerDecoder(nn.Module):
         return self.norm(x)
 
 
+# The names the design uses for the stacks, within this module. They are not exported at
+# the top level, where ``attnlab.seq2seq`` has its own (GRU) ``Encoder`` and ``Decoder``.
+Encoder = TransformerEncoder
+Decoder = TransformerDecoder
+
+
 class _Embed(nn.Module):
     """Token embedding (× √D as in the paper) + positions + dropout."""
 
