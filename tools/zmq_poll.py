@@ -44,10 +44,6 @@ async def sliced_get_msg(self, timeout: float | None = None) -> dict:
             raise Empty
 
 
-def install() -> None:
-    AsyncZMQSocketChannel.get_msg = sliced_get_msg
-
-
 def setup(app) -> dict:
-    install()
+    AsyncZMQSocketChannel.get_msg = sliced_get_msg
     return {"parallel_read_safe": True, "parallel_write_safe": True}
