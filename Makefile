@@ -30,7 +30,7 @@ help:
 
 # ---------------------------------------------------------------- environment
 venv: $(STAMP)
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	@start=$$(date +%s); \
 	if [ ! -x $(PY) ]; then $(PYTHON) -m venv $(VENV); fi; \
 	pip="$(PY) -m pip install -q --disable-pip-version-check"; \
@@ -38,6 +38,7 @@ $(STAMP): requirements.txt pyproject.toml
 	quiet $$pip "torch==2.13.0" \
 	  || quiet $$pip "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu; \
 	quiet $$pip -r requirements.txt; \
+	quiet $$pip --no-deps -r requirements-nodeps.txt; \
 	quiet $$pip --no-deps -e .; \
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null; \
 	if $(PY) -m pip list 2>/dev/null | grep -qi '^nvidia-'; then \

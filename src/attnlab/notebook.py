@@ -7,7 +7,7 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["setup_notebook", "seed_everything"]
+__all__ = ["setup_notebook", "seed_everything", "glue"]
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -34,3 +34,25 @@ def setup_notebook(seed: int = 0) -> torch.device:
     from .devices import device
 
     return device()
+
+
+def glue(name: str, value, display: bool = False):
+    """Make ``value`` quotable in the page's prose as ``{glue:text}`name```.
+
+    Numbers in a chapter's text come from the run, never typed by hand: a code cell
+    calls ``attnlab.glue("acc", acc)`` and the markdown writes
+    ``{glue:text}`acc:.1%``` (any Python format spec after the colon). Under the book
+    build this is myst-nb's ``glue``; where myst-nb is not installed (Colab, a bare
+    Jupyter) it does nothing unless ``display`` is true, when it shows the value.
+    Returns ``value`` so a cell can glue and use it in one line.
+    """
+    try:
+        from myst_nb import glue as _myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as _show
+
+            _show(value)
+        return value
+    _myst_glue(name, value, display=display)
+    return value
