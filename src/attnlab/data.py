@@ -26,8 +26,8 @@ Typical use (chapters 1 and 7)::
     task.decode(batch.tgt[0])                          # -> "string" (stops at <eos>)
     batch.src_mask                                     # (B, S) True on real tokens
 
-Models trained on these batches follow the small protocol of :mod:`attnlab.train`
-(``model.loss(batch)``, ``model.greedy(src, src_lengths, max_len)``).
+Models trained on these batches follow :class:`attnlab.decoding.Seq2SeqModel`
+(``model.logits(batch)``, ``model.step(src, src_lengths)``).
 """
 
 from __future__ import annotations
