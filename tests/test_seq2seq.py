@@ -132,6 +132,7 @@ def test_translate_returns_alignment():
 CHAPTER = dict(steps=300, lr=2e-2, schedule="cosine", batch_size=64)
 
 
+@pytest.mark.slow
 def test_attention_beats_fixed_context_on_long_inputs():
     task = ReversalTask(lengths=(3, 24), distinct=True)
     acc = {}

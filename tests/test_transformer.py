@@ -264,6 +264,7 @@ def test_length_penalty():
     assert attnlab.length_penalty(10, 0.6) > attnlab.length_penalty(3, 0.6)
 
 
+@pytest.mark.slow
 def test_model_overfits_a_tiny_batch():
     torch.manual_seed(0)
     task = attnlab.data.make_task("reversal", lengths=(3, 5), n_symbols=6)

@@ -43,7 +43,7 @@ def _combine(
     scores (..., T, S), v (..., S, Dv), mask broadcastable to (..., T, S) (its batch
     dimensions may add to the scores') -> out (..., T, Dv), weights (..., T, S).
     """
-    if mask is not None:
+    if isinstance(mask, torch.Tensor) and mask.dim() >= 2:
         T, S = scores.shape[-2:]
         try:
             shape = torch.broadcast_shapes(scores.shape, mask.shape[:-2] + (T, S))

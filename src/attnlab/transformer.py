@@ -108,9 +108,8 @@ class TransformerEncoderLayer(nn.Module):
         h = self.dropout(self.activation(self.linear1(x)))  # (B, T, D) -> (B, T, d_ff)
         return self.linear2(h)  # (B, T, d_ff) -> (B, T, D)
 
-    def _residual(self, x, i: int, sublayer: Callable) -> torch.Tensor:
-        """x + dropout_i(sublayer(...)) with norm_i before (pre-LN) or after (post-LN)."""
-        norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
+    def _residual(self, x, norm: nn.Module, drop: nn.Module, sublayer: Callable):
+        """x + drop(sublayer(...)) with norm before (pre-LN) or after (post-LN)."""
         if self.norm_first:
             return x + drop(sublayer(norm(x)))
         return norm(x + drop(sublayer(x)))
@@ -130,8 +129,8 @@ class TransformerEncoderLayer(nn.Module):
                 x, x, x, **masks, is_causal=is_causal, need_weights=False
             )[0]
 
-        x = self._residual(src, 1, sa)  # (B, S, D)
-        return self._residual(x, 2, self._ff)  # (B, S, D)
+        x = self._residual(src, self.norm1, self.dropout1, sa)  # (B, S, D)
+        return self._residual(x, self.norm2, self.dropout2, self._ff)  # (B, S, D)
 
 
 class TransformerDecoderLayer(TransformerEncoderLayer):
@@ -197,9 +196,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
                 need_weights=False,
             )[0]
 
-        x = self._residual(tgt, 1, sa)  # (B, T, D)
-        x = self._residual(x, 2, ca)  # (B, T, D)
-        return self._residual(x, 3, self._ff)  # (B, T, D)
+        x = self._residual(tgt, self.norm1, self.dropout1, sa)  # (B, T, D)
+        x = self._residual(x, self.norm2, self.dropout2, ca)  # (B, T, D)
+        return self._residual(x, self.norm3, self.dropout3, self._ff)  # (B, T, D)
 
 
 @dataclass
