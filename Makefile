@@ -76,10 +76,12 @@ book: $(STAMP) vendor
 # budget). The student edition runs under nbval. The two notebook passes and the unit
 # tests are independent, so they share the two cores; the browser check needs the site.
 TEST_STAGES := lint stripped book unit student-check
+# Each stage's output in one piece (GNU make >= 4; macOS's make 3.81 interleaves).
+SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 
 test: $(STAMP)
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j2 --output-sync=target $(TEST_STAGES); \
+	$(MAKE) --no-print-directory -j2 $(SYNC) $(TEST_STAGES); \
 	$(MAKE) --no-print-directory browser-only; \
 	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
 

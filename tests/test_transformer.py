@@ -307,3 +307,18 @@ def test_beam_does_not_stop_on_weak_finished_hypotheses():
     assert best == [3, 3, 3, 3, 3, 2]
     assert score == pytest.approx(5 * torch.tensor(0.85).log().item(), abs=1e-5)
     assert best == attnlab.greedy_decode(step, 1, 1, 2, max_len=8)[0].tolist()
+
+
+def test_step_weights_are_the_last_cross_attention():
+    model = _model()
+    src = torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]])
+    lengths = torch.tensor([3, 5])
+    ids, w = attnlab.greedy_decode(
+        model.step(src, lengths, weights=True), 2, 1, 2, max_len=4, return_weights=True
+    )
+    assert w.shape == (2, ids.shape[1], 5)
+    assert (w[0, :, 3:] == 0).all()  # padding never receives weight
+    tgt_in = torch.cat([torch.ones(2, 1, dtype=torch.long), ids[:, :-1]], dim=1)
+    maps = model.attention_maps(src, tgt_in, lengths)
+    torch.testing.assert_close(w[1], maps["cross"][-1][1].mean(0))  # (T, S)
+    assert torch.equal(ids, model.greedy(src, lengths, max_len=4)[0])

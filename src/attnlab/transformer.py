@@ -383,19 +383,21 @@ class Seq2SeqTransformer(nn.Module):
 
         ``step(prefix (N, t)) -> log-probs (N, V)``, with N = B, or any N when B = 1
         (the beams of one source). It re-runs the decoder on the whole prefix (no
-        key/value cache). ``weights=True`` is not supported here: use
-        :meth:`attention_maps`.
+        key/value cache yet). With ``weights=True`` it returns ``(log-probs, weights
+        (N, S))``: the last layer's cross-attention from the newest position, averaged
+        over the heads.
         """
-        if weights:
-            raise ValueError(
-                "Seq2SeqTransformer.step has no weights; see attention_maps"
-            )
         memory, mask = self.encode(src, src_lengths)  # (B, S, D), (B, S)
+        last_cross = {"cross": [self.decoder.layers[-1].cross_attn]}
 
-        def step(prefix: torch.Tensor) -> torch.Tensor:  # (N, t) -> (N, V)
+        def step(prefix: torch.Tensor):  # (N, t) -> (N, V) [, (N, S)]
             N = prefix.shape[0]
             m, k = memory.expand(N, -1, -1), mask.expand(N, -1)  # beams of one source
-            return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
+            if not weights:
+                return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
+            with _capture_weights(last_cross) as got:
+                logp = self.decode(prefix, m, k)[:, -1].log_softmax(-1)  # (N, V)
+            return logp, got["cross"][0][:, :, -1].mean(1)  # (N, H, t, S) -> (N, S)
 
         return step
 
