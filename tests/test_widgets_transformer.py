@@ -63,6 +63,21 @@ def test_architecture_switch():
         "final LayerNorm" in pre["decoder"] and "final LayerNorm" not in post["decoder"]
     )
     assert post["decoder"].count("LayerNorm") == 3
+    # residual arrows: one per sub-block, around exactly that sub-block
+    assert len(post["skips"]["encoder"]) == 2 and len(pre["skips"]["decoder"]) == 3
+    for r in (post, pre):
+        for stack in ("encoder", "decoder"):
+            for a, b in r["skips"][stack]:
+                assert r[stack][b] == "+ residual" and a < b
+    enc = pre["encoder"]
+    assert [enc[a] for a, _ in pre["skips"]["encoder"]] == [
+        "+ positional encoding",
+        "+ residual",
+    ]
+    assert [post["encoder"][a] for a, _ in post["skips"]["encoder"]] == [
+        "+ positional encoding",
+        "LayerNorm",
+    ]
 
 
 def test_widgets_build():
