@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..mappings import entmax_bisect, entmax15, softmax, sparsemax
+from ..mappings import entmax15, entmax_bisect, softmax, sparsemax
 from ._core import Case, run_check
 
 __all__ = [

@@ -225,7 +225,16 @@ def greedy_decode(fn: Callable) -> CheckResult:
             3,
             hint="with attention, step(y, s, annotations, mask, summary) does it all",
         ),
-        _greedy_case("rows end early", "dot", "luong", 3, 1.2, [3, 4, 2, 4], 8, stop),
+        _greedy_case(
+            "rows end at different steps",
+            "dot",
+            "luong",
+            4,
+            0.5,
+            [3, 4, 2, 4, 1, 3],
+            8,
+            stop,
+        ),
         _greedy_case("every row ends at once", None, "luong", 4, 50.0, [2, 3], 6, stop),
         _greedy_case("max_len 1", "dot", "luong", 5, 0.0, [3, 1], 1),
     ]
