@@ -16,9 +16,12 @@ needs a *context* ``c_t``:
   ``dot`` or ``bilinear`` (the "dot" and "general" scores of Luong et al., 2015).
 
 Then ``s_t = GRU([emb(y_{t-1}); c_t], s_{t-1})`` and the next-token logits are a linear
-map of ``[s_t; c_t; emb(y_{t-1})]``. (Luong et al. query with ``s_t`` after the GRU
-step instead of ``s_{t-1}``; we keep Bahdanau's order for every scorer, so the scorers
-can be compared with all else equal.)
+map of ``[s_t; c_t; emb(y_{t-1})]``. That is ``style="bahdanau"``, for every scorer.
+``style="luong"`` is a simplified Luong-style variant: the GRU reads
+``[emb(y_{t-1}); summary]``, its new state ``s_t`` is the query, and ``c_t`` only feeds
+the output layer. Only "query ``s_t``, attention after the RNN step" is Luong et al.'s;
+their decoder does not read the summary at every step, combines ``c_t`` and ``s_t`` as
+``tanh(W_c [c_t; s_t])`` and feeds that back into the RNN (input feeding).
 
 Shapes: B batch, S source positions, T target positions, D = ``2 * d_hidden`` the
 annotation size (also the decoder state size), V vocabulary size.
@@ -112,9 +115,9 @@ class Decoder(nn.Module):
 
     * ``"bahdanau"``: query ``s_{t-1}``; ``c_t`` enters the GRU step. Sequential, so
       teacher forcing runs a Python loop over the T steps.
-    * ``"luong"``: the GRU first reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the
-      query. Teacher forcing runs the GRU over all steps at once and attends for all T
-      queries in one call: several times faster on a CPU.
+    * ``"luong"``: a simplified Luong-style variant (no input feeding): the GRU first
+      reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the query. Teacher forcing runs
+      the GRU over all steps at once and attends for all T queries in one call.
     """
 
     def __init__(
