@@ -161,3 +161,25 @@ def test_attention_beats_fixed_context_on_long_inputs():
     assert long_attn >= 0.6, acc
     assert long_none <= 0.1, acc
     assert min(acc["dot"].values()) > max(acc[None].values()) + 0.5, acc
+
+
+@pytest.mark.parametrize("mapping", ["sparsemax", "entmax15"])
+def test_sparse_mapping_gives_exact_zeros_and_rows_on_the_simplex(mapping):
+    from attnlab.data import ReversalTask
+
+    task = ReversalTask(lengths=(3, 8), distinct=True)
+    V = len(task.src_vocab)
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(V, V, attention="dot", style="luong", mapping=mapping)
+    model = Seq2Seq(cfg)
+    batch = task.batch(6, lengths=(3, 8), seed=0)
+    _, w = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
+    assert (w[~batch.src_mask[:, None, :].expand_as(w)] == 0).all()  # padding
+    # sparse mappings leave exact zeros on real tokens too (softmax never does)
+    assert (w[batch.src_mask[:, None, :].expand_as(w)] == 0).any()
+
+
+def test_unknown_mapping_is_rejected():
+    with pytest.raises(ValueError, match="mapping"):
+        Seq2SeqConfig(10, 10, mapping="sigmoid")

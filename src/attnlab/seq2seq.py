@@ -37,6 +37,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import attend
 from .data import Vocab
+from .mappings import entmax15, softmax, sparsemax
 from .masking import padding_mask
 from .scoring import get_scorer
 from .train import token_loss
@@ -44,6 +45,7 @@ from .train import token_loss
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
 ATTENTIONS = (None, "additive", "dot", "bilinear")
+MAPPINGS = {"softmax": softmax, "sparsemax": sparsemax, "entmax15": entmax15}
 
 
 @dataclass
@@ -59,11 +61,16 @@ class Seq2SeqConfig:
     style: str = (
         "bahdanau"  # where attention sits: "bahdanau" (query s_{t-1}) or "luong"
     )
+    mapping: str = "softmax"  # scores -> weights: "softmax", "sparsemax" or "entmax15"
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(
                 f"attention must be one of {ATTENTIONS}, got {self.attention!r}"
+            )
+        if self.mapping not in MAPPINGS:
+            raise ValueError(
+                f"mapping must be one of {tuple(MAPPINGS)}, got {self.mapping!r}"
             )
         if self.style not in ("bahdanau", "luong"):
             raise ValueError(f"style must be 'bahdanau' or 'luong', got {self.style!r}")
@@ -128,9 +135,11 @@ class Decoder(nn.Module):
         attention: str | None,
         d_attn: int,
         style: str = "bahdanau",
+        mapping: str = "softmax",
     ):
         super().__init__()
         self.attention, self.style = attention, style
+        self.mapping = MAPPINGS[mapping]  # scores -> weights on the simplex
         self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
         self.init = nn.Linear(d, d)  # summary -> s_0
         self.rnn = nn.GRU(d_emb + d, d, batch_first=True)  # input [emb; c or summary]
@@ -161,6 +170,7 @@ class Decoder(nn.Module):
             annotations,  # keys (B, S, D)
             annotations,  # values (B, S, D)
             score=self.scorer,
+            mapping=self.mapping,
             mask=mask[:, None, :],  # (B, 1, S): padding never receives weight
         )  # (B, T, D), (B, T, S)
 
@@ -220,6 +230,7 @@ class Seq2Seq(nn.Module):
             config.attention,
             config.d_attn,
             config.style,
+            config.mapping,
         )
 
     @property
