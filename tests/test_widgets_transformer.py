@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import attnlab  # noqa: E402
-from attnlab.widgets import transformer as wt  # noqa: E402
+import attnlab
+from attnlab.widgets import transformer as wt
 
 
 @pytest.fixture(autouse=True)

@@ -36,8 +36,8 @@ appears in the validation (early-stopping) or test sets::
     fit(model, dates.stream(128, seed=0), eval_fn=lambda m: evaluate(m, val)["accuracy"])
     evaluate(model, test, n=1000, seed=99)
 
-Models trained on these batches follow the small protocol of :mod:`attnlab.train`
-(``model.loss(batch)``, ``model.greedy(src, src_lengths, max_len)``).
+Models trained on these batches follow :class:`attnlab.decoding.Seq2SeqModel`
+(``model.logits(batch)``, ``model.step(src, src_lengths)``).
 """
 
 from __future__ import annotations
