@@ -11,9 +11,14 @@ ran, it asserts:
 * chapter pages carry the Colab launch button, show exercise boxes, and keep every
   solution collapsed in a dropdown; the bibliography lists entries;
 * no page loads a script or stylesheet from another host (it must work offline).
+* every static twin (``[data-twin]``, attnlab.widgets.twin) responds: its controls are
+  set to the settings its registered check lists, and each readout must equal
+  attnlab's own number within the check's tolerance; its controls are labelled and
+  focusable, it starts in under a second, and its text stands out in the dark theme.
 
 Screenshots go to the shots folder: the top of each page, and on chapter pages the first
-widget and the first exercise with its (collapsed) solution.
+widget and the first exercise with its (collapsed) solution, and every twin in the
+light and the dark theme.
 
 Chromium is Debian's ``chromium`` package; if it is missing and we are root with apt-get,
 it is installed, otherwise the check stops with a message saying how (never passes).
@@ -359,8 +364,14 @@ def _twin_case_problems(where: str, check, case: dict, got: dict, data) -> list[
     return out
 
 
-async def check_twins(browser: Browser, rel: str, shots: Path) -> tuple[list, list]:
-    """Drive every twin on the open page; return (problems, one line per twin)."""
+async def check_twins(
+    browser: Browser, rel: str, shots: Path | None
+) -> tuple[list, list]:
+    """Drive every twin on the open page; return (problems, one line per twin).
+
+    Screenshots of each twin, in the light and the dark theme, go to ``shots``
+    (none when it is None).
+    """
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
     from attnlab.widgets.twin import CHECKS
 
@@ -392,12 +403,15 @@ async def check_twins(browser: Browser, rel: str, shots: Path) -> tuple[list, li
             seen.add(json.dumps(got.get("readouts"), sort_keys=True))
         if len(cases) > 1 and len(seen) < 2:
             errors.append(f"{where}: readouts did not change as the controls moved")
-        await browser.shot_of(shots / f"{name}-twin-{tw['kind']}.png", f"#{tw['id']}")
+        if shots:
+            await browser.shot_of(
+                shots / f"{name}-twin-{tw['kind']}.png", f"#{tw['id']}"
+            )
         dark = await browser.evaluate(f"({THEME})({json.dumps(tw['id'])}, 'dark')")
         await asyncio.sleep(0.3)  # let the page repaint in the new theme
-        await browser.shot_of(
-            shots / f"{name}-twin-{tw['kind']}-dark.png", f"#{tw['id']}"
-        )
+        if shots:
+            dark_png = shots / f"{name}-twin-{tw['kind']}-dark.png"
+            await browser.shot_of(dark_png, f"#{tw['id']}")
         await browser.evaluate(f"({THEME})({json.dumps(tw['id'])}, 'light')")
         if dark and not (dark["text"] > 0.4 and dark["bg"] < 0.2):
             errors.append(
@@ -415,7 +429,9 @@ async def check_twins(browser: Browser, rel: str, shots: Path) -> tuple[list, li
     return errors, lines
 
 
-async def run_twins_only(exe: str, url: str, shots: Path) -> tuple[list, list]:
+async def run_twins_only(
+    exe: str, url: str, shots: Path | None = None
+) -> tuple[list, list]:
     """Open one page (a built chapter or a test page) and check only its twins."""
     browser = Browser(exe)
     try:

@@ -138,6 +138,9 @@ class Readout:
         )
 
 
+# Colours come from the site theme's variables (pydata-sphinx-theme), with fallbacks for
+# Jupyter and Colab. In its dark theme the site paints every HTML output on a light box
+# (for tables styled for light pages); the rule on div.text_html undoes that for twins.
 _CSS = """
 .attnlab-twin{--tw-fg:var(--pst-color-text-base,currentColor);
  --tw-muted:var(--pst-color-text-muted,#6b7280);--tw-border:var(--pst-color-border,#c8ccd2);
@@ -162,6 +165,8 @@ _CSS = """
 .attnlab-twin table{border-collapse:collapse;font-size:.8rem;margin:.3em 0}
 .attnlab-twin td,.attnlab-twin th{padding:.1em .5em;text-align:right;
  border-bottom:1px solid var(--tw-border);font-variant-numeric:tabular-nums}
+html[data-theme=dark] body .bd-content div.cell_output div.text_html:has(div.attnlab-twin){
+ background:transparent;color:inherit;padding:0}
 .attnlab-twin[data-twin-error]::after{content:"This widget failed: " attr(data-twin-error);
  color:#d0486a}
 """
