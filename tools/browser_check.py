@@ -364,6 +364,36 @@ def _twin_case_problems(where: str, check, case: dict, got: dict, data) -> list[
     return out
 
 
+# Run in the page: focus a twin's first slider and return its readouts' texts.
+FOCUS_SLIDER = r"""
+((id) => {
+  const root = document.getElementById(id), r = root.querySelector('input[type=range]');
+  if (!r) return null;
+  if (Number(r.value) >= Number(r.max)) {  // leave room for one step to the right
+    r.value = r.min; r.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  r.focus();
+  return Array.from(root.querySelectorAll('[data-readout]')).map((e) => e.textContent);
+})
+"""
+
+
+async def _keyboard_moves(browser: Browser, twin_id: str) -> bool:
+    """Press the right arrow on the twin's first slider: do its readouts change?"""
+    before = await browser.evaluate(f"({FOCUS_SLIDER})({json.dumps(twin_id)})")
+    if before is None:
+        return True  # no slider: selects and checkboxes are keyboard-operable natively
+    key = {"key": "ArrowRight", "code": "ArrowRight", "windowsVirtualKeyCode": 39}
+    await browser.call("Input.dispatchKeyEvent", type="keyDown", **key)
+    await browser.call("Input.dispatchKeyEvent", type="keyUp", **key)
+    await asyncio.sleep(0.1)
+    after = await browser.evaluate(
+        f"Array.from(document.getElementById({json.dumps(twin_id)})"
+        ".querySelectorAll('[data-readout]')).map((e) => e.textContent)"
+    )
+    return after != before
+
+
 async def check_twins(
     browser: Browser, rel: str, shots: Path | None
 ) -> tuple[list, list]:
@@ -403,6 +433,8 @@ async def check_twins(
             seen.add(json.dumps(got.get("readouts"), sort_keys=True))
         if len(cases) > 1 and len(seen) < 2:
             errors.append(f"{where}: readouts did not change as the controls moved")
+        if not await _keyboard_moves(browser, tw["id"]):
+            errors.append(f"{where}: its first slider does not respond to the keyboard")
         if shots:
             await browser.shot_of(
                 shots / f"{name}-twin-{tw['kind']}.png", f"#{tw['id']}"

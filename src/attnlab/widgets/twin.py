@@ -48,6 +48,8 @@ __all__ = [
     "Twin",
     "TwinCheck",
     "CHECKS",
+    "HEAD",
+    "HEAD_AFTER_WIDGET",
     "register_check",
     "js_source",
 ]
@@ -171,10 +173,9 @@ html[data-theme=dark] body .bd-content div.cell_output div.text_html:has(div.att
  color:#d0486a}
 """
 
-HEAD = (
-    "<b>Runs in your browser</b> — no Python needed, so it also works on the website "
-    "(the widget above needs a running kernel)."
-)
+HEAD = "<b>Runs in your browser</b>: no Python needed, so it works on the website too."
+# For a twin shown right after the ipywidget it mirrors.
+HEAD_AFTER_WIDGET = HEAD[:-1] + " (the widget above needs a running Python kernel)."
 
 
 def js_source(kind: str) -> str:
@@ -206,7 +207,7 @@ class Twin:
     readouts: list = field(default_factory=list)
     data: dict = field(default_factory=dict)
     note: str = ""
-    head: str = HEAD
+    head: str = HEAD_AFTER_WIDGET
 
     def html(self) -> str:
         uid = f"attnlab-twin-{self.kind}-{os.getpid():x}-{next(_ids)}"

@@ -29,7 +29,16 @@ import torch
 from .. import mappings as M
 from ..positional import sinusoidal_encoding
 from ..scoring import dot_score, scaled_dot_score
-from .twin import Checkbox, Range, Readout, Select, Twin, TwinCheck, register_check
+from .twin import (
+    HEAD,
+    Checkbox,
+    Range,
+    Readout,
+    Select,
+    Twin,
+    TwinCheck,
+    register_check,
+)
 
 __all__ = [
     "mapping_lab_twin",
@@ -330,6 +339,7 @@ def sqrt_dk_twin() -> Twin:
         data=dict(SQRT_DK),
         note=f"{SQRT_DK['n_queries']} random queries, {SQRT_DK['n_keys']} random keys "
         "each, entries N(0, 1), drawn in your browser from a fixed seed.",
+        head=HEAD,  # it follows a static figure, not a widget
     )
 
 

@@ -116,9 +116,12 @@
 
   // -------------------------------------------------------------- mounting
   T.define = function (name, setup) { T.kinds[name] = setup; };
-  T.mount = function (id) {
+  T.mount = function (id, tries) {
     var root = document.getElementById(id);
-    if (!root) { setTimeout(function () { T.mount(id); }, 50); return; } // not attached yet
+    if (!root) { // a notebook may run the script before attaching the output: wait 10 s
+      if ((tries || 0) < 200) setTimeout(function () { T.mount(id, (tries || 0) + 1); }, 50);
+      return;
+    }
     if (root.dataset.twinReady) return;
     var t0 = performance.now();
     var kind = T.kinds[root.dataset.twin];
