@@ -11,3 +11,5 @@ from .recipe import *  # noqa: F401,F403  chapter 2
 from .self_attention import *  # noqa: F401,F403  chapter 5
 from .seq2seq import *  # noqa: F401,F403  chapter 1
 from .transformer import *  # noqa: F401,F403  chapter 7
+from .fast_attention import *  # noqa: F401,F403  chapter 8
+from .subquadratic import *  # noqa: F401,F403  chapter 9
