@@ -208,12 +208,3 @@ def test_bad_window():
         attnlab.sliding_window_attention(q, q, q, -1)
     with pytest.raises(TypeError, match="window"):
         attnlab.sliding_window_attention(q, q, q, 2.5)
-
-
-def test_kv_cache_appends():
-    cache = E.KVCache()
-    k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
-    cache.append(0, k, v)
-    k2, v2 = cache.append(0, k[..., :1, :], v[..., :1, :])
-    assert k2.shape == (1, 2, 4, 4) and len(cache) == 4
-    torch.testing.assert_close(k2[..., 3, :], k[..., 0, :])

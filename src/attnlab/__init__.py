@@ -17,6 +17,7 @@ from .attention import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .devices import *  # noqa: F403
 from .efficient import *  # noqa: F403
+from .kvcache import *  # noqa: F403
 from .mappings import *  # noqa: F403
 from .masking import *  # noqa: F403
 from .multihead import *  # noqa: F403

@@ -38,7 +38,6 @@ __all__ = [
     "linear_attention",
     "band_mask",
     "elu_feature_map",
-    "KVCache",
 ]
 
 BLOCK_Q = 256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
@@ -347,29 +346,3 @@ def linear_attention(q, k, v, *, is_causal: bool = False, chunk: int = 64) -> to
         state = state + kc.transpose(-2, -1) @ vc  # (..., Dh, Dv)
         z = z + kc.sum(-2, keepdim=True)  # (..., 1, Dh)
     return torch.cat(outs, dim=-2)  # (..., T, Dv)
-
-
-# ------------------------------------------------------------------------ KV cache
-class KVCache:
-    """Keys and values of past positions, one entry per attention layer.
-
-    While decoding, position ``t`` only needs its own query against the keys and values
-    of positions ``0..t``; those of ``0..t-1`` were computed at earlier steps. The cache
-    keeps them, so each step projects one new token instead of re-running the whole
-    prefix: O(t) work per step instead of O(t²).
-    """
-
-    def __init__(self):
-        self.k: dict[int, torch.Tensor] = {}
-        self.v: dict[int, torch.Tensor] = {}
-
-    def __len__(self) -> int:
-        return 0 if not self.k else next(iter(self.k.values())).shape[-2]
-
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        """Add the new positions ``k, v (B, H, t, Dh)``; return all of them so far."""
-        if layer in self.k:
-            k = torch.cat([self.k[layer], k], dim=-2)  # (B, H, past + t, Dh)
-            v = torch.cat([self.v[layer], v], dim=-2)
-        self.k[layer], self.v[layer] = k, v
-        return k, v
