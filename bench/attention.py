@@ -100,11 +100,11 @@ def run(ns, reps, threads, cpu_time, mem=True):
         g = torch.randn(1, 8, n, 64)
         fns = contenders()
 
-        def fwd(fn):
+        def fwd(fn, q=q, k=k, v=v):
             with torch.no_grad():
                 fn(q, k, v)
 
-        def fwd_bwd(fn):
+        def fwd_bwd(fn, qg=qg, kg=kg, vg=vg, g=g):
             fn(qg, kg, vg).backward(g)
             for t in (qg, kg, vg):
                 t.grad = None
@@ -124,17 +124,23 @@ def run(ns, reps, threads, cpu_time, mem=True):
             row[f"{name}_{kind}_ms"] = 1e3 * statistics.median(ts)
         for name in fns:
             for kind in ("fwd", "f+b"):
-                row[f"{name}_{kind}_ratio"] = row[f"{name}_{kind}_ms"] / row[f"sdpa_{kind}_ms"]
+                row[f"{name}_{kind}_ratio"] = (
+                    row[f"{name}_{kind}_ms"] / row[f"sdpa_{kind}_ms"]
+                )
         if mem:
             for name, fn in fns.items():
                 row[f"{name}_fwd_mem_MiB"] = peak_extra(lambda fn=fn: fwd(fn)) / 2**20
-                row[f"{name}_f+b_mem_MiB"] = peak_extra(lambda fn=fn: fwd_bwd(fn)) / 2**20
+                row[f"{name}_f+b_mem_MiB"] = (
+                    peak_extra(lambda fn=fn: fwd_bwd(fn)) / 2**20
+                )
         with torch.no_grad():
             exact = F.scaled_dot_product_attention(q, k, v)
             row["linear_rel_err"] = float(
                 (attnlab.linear_attention(q, k, v) - exact).norm() / exact.norm()
             )
-            row["flash_max_err"] = float((attnlab.flash_attention(q, k, v) - exact).abs().max())
+            row["flash_max_err"] = float(
+                (attnlab.flash_attention(q, k, v) - exact).abs().max()
+            )
         rows.append(row)
         print(_fmt(row), flush=True)
     return rows
@@ -144,9 +150,13 @@ def _fmt(row) -> str:
     names = list(contenders())
     parts = [f"n={row['n']:5d}"]
     for kind in ("fwd", "f+b"):
-        parts.append(kind + " " + " ".join(f"{m}={row[f'{m}_{kind}_ratio']:.2f}x" for m in names))
+        parts.append(
+            kind + " " + " ".join(f"{m}={row[f'{m}_{kind}_ratio']:.2f}x" for m in names)
+        )
     if "sdpa_f+b_mem_MiB" in row:
-        parts.append("f+b MiB " + " ".join(f"{m}={row[f'{m}_f+b_mem_MiB']:.0f}" for m in names))
+        parts.append(
+            "f+b MiB " + " ".join(f"{m}={row[f'{m}_f+b_mem_MiB']:.0f}" for m in names)
+        )
     parts.append(f"linear err={row['linear_rel_err']:.2f}")
     return " | ".join(parts)
 
@@ -161,7 +171,9 @@ def crossover(rows):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="n in {256, 512}, 2 repetitions")
+    p.add_argument(
+        "--quick", action="store_true", help="n in {256, 512}, 2 repetitions"
+    )
     p.add_argument("--ns", type=int, nargs="*", default=[256, 512, 1024, 2048, 4096])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
@@ -176,7 +188,9 @@ def main(argv=None):
     result = {
         "what": "attention at scale vs torch SDPA: float32, B=1, H=8, Dh=64, no mask; "
         f"window={WINDOW} each side; medians of {reps} interleaved repetitions",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="minutes"
+        ),
         "machine": {
             "cpu": _cpu_name(),
             "cores": os.cpu_count(),
@@ -191,7 +205,9 @@ def main(argv=None):
         "crossover_linear_n": crossover(rows),
         "rows": rows,
     }
-    print(f"linear attention's forward beats SDPA from n = {result['crossover_linear_n']}")
+    print(
+        f"linear attention's forward beats SDPA from n = {result['crossover_linear_n']}"
+    )
     if a.json:
         os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)
         with open(a.json, "w") as f:

@@ -28,7 +28,9 @@ def good_merge(o1, l1, o2, l2):
 
 def naive_merge(o1, l1, o2, l2):  # overflows at large scores
     e1, e2 = torch.exp(l1), torch.exp(l2)
-    return (e1[..., None] * o1 + e2[..., None] * o2) / (e1 + e2)[..., None], torch.log(e1 + e2)
+    return (e1[..., None] * o1 + e2[..., None] * o2) / (e1 + e2)[..., None], torch.log(
+        e1 + e2
+    )
 
 
 def averaging_merge(o1, l1, o2, l2):
@@ -56,7 +58,12 @@ def test_block_size_for_budget():
     with pytest.raises(CheckFailed):  # forgets q, k, v, out
         attnlab.check.block_size_for_budget(
             lambda budget, n, d, h: max(
-                [0] + [2**e for e in range(14) if 2**e <= n and h * (2**e) ** 2 * 4 <= budget]
+                [0]
+                + [
+                    2**e
+                    for e in range(14)
+                    if 2**e <= n and h * (2**e) ** 2 * 4 <= budget
+                ]
             )
         )
 
@@ -74,12 +81,16 @@ def test_causal_tiles():
 
     assert attnlab.check.causal_tiles(good)
     with pytest.raises(CheckFailed):  # counts half the tiles, forgets the diagonal
-        attnlab.check.causal_tiles(lambda n, b: ((-(-n // b)) ** 2 // 2, (-(-n // b)) ** 2, 0.5))
+        attnlab.check.causal_tiles(
+            lambda n, b: ((-(-n // b)) ** 2 // 2, (-(-n // b)) ** 2, 0.5)
+        )
 
 
 def prefix_sum_linear(q, k, v):
     fq, fk = F.elu(q) + 1, F.elu(k) + 1
-    kv = torch.cumsum(fk[..., :, :, None] * v[..., :, None, :], dim=-3)  # (..., T, Dh, Dv)
+    kv = torch.cumsum(
+        fk[..., :, :, None] * v[..., :, None, :], dim=-3
+    )  # (..., T, Dh, Dv)
     z = torch.cumsum(fk, dim=-2)  # (..., T, Dh)
     num = (fq[..., :, :, None] * kv).sum(-2)
     return num / (fq * z).sum(-1, keepdim=True)
@@ -88,7 +99,9 @@ def prefix_sum_linear(q, k, v):
 def test_causal_linear_attention():
     assert attnlab.check.causal_linear_attention(prefix_sum_linear)
     with pytest.raises(CheckFailed):  # not causal
-        attnlab.check.causal_linear_attention(lambda q, k, v: attnlab.linear_attention(q, k, v))
+        attnlab.check.causal_linear_attention(
+            lambda q, k, v: attnlab.linear_attention(q, k, v)
+        )
 
 
 def test_receptive_field_after():
@@ -100,13 +113,18 @@ def test_receptive_field_after():
 
 
 def test_kv_cache_bytes():
-    assert attnlab.check.kv_cache_bytes(lambda L, H, Dh, T, B, bytes_per=2: 2 * L * H * Dh * T * B * bytes_per)
+    assert attnlab.check.kv_cache_bytes(
+        lambda L, H, Dh, T, B, bytes_per=2: 2 * L * H * Dh * T * B * bytes_per
+    )
     with pytest.raises(CheckFailed):  # keys only
-        attnlab.check.kv_cache_bytes(lambda L, H, Dh, T, B, bytes_per=2: L * H * Dh * T * B * bytes_per)
+        attnlab.check.kv_cache_bytes(
+            lambda L, H, Dh, T, B, bytes_per=2: L * H * Dh * T * B * bytes_per
+        )
 
 
 def test_stubs_report_pending(monkeypatch, capsys):
     monkeypatch.setenv("ATTNLAB_STRICT", "0")
+
     def stub(*a, **k):
         raise NotImplementedError
 

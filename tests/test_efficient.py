@@ -35,7 +35,10 @@ def max_err(fn, ref, q, k, v):
     g = torch.randn_like(r)
     ga = torch.autograd.grad(out, (q, k, v), g)
     gb = torch.autograd.grad(r, (q, k, v), g)
-    return max([(out - r).abs().max().item()] + [(a - b).abs().max().item() for a, b in zip(ga, gb)])
+    return max(
+        [(out - r).abs().max().item()]
+        + [(a - b).abs().max().item() for a, b in zip(ga, gb)]
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -63,7 +66,10 @@ def test_flash_scale_and_fp64_tight():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_gradcheck(causal):
     q, k, v = qkv(11, 7, 4, 3, torch.float64, B=1, H=2)
-    fn = lambda q, k, v: attnlab.flash_attention(q, k, v, is_causal=causal, block_size=(4, 3))  # noqa: E731
+    def fn(q, k, v):
+        return attnlab.flash_attention(
+            q, k, v, is_causal=causal, block_size=(4, 3)
+        )  # noqa: E731
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
@@ -96,7 +102,11 @@ def test_flash_memory_is_tiled(monkeypatch):
 def test_causal_skips_tiles():
     plan = E.tile_plan(8, 8, 2, 2, causal=True)
     flat = [c for row in plan for c in row]
-    assert flat.count("skip") == 6 and flat.count("masked") == 4 and flat.count("full") == 6
+    assert (
+        flat.count("skip") == 6
+        and flat.count("masked") == 4
+        and flat.count("full") == 6
+    )
     plan = E.tile_plan(100, 100, 10, 10, window=5)
     flat = [c for row in plan for c in row]
     assert flat.count("skip") == 100 - 10 - 2 * 9
@@ -111,7 +121,9 @@ def test_sliding_window_equals_band_mask(dtype, causal, window, T, S):
     mask = E.band_mask(T, S, window, causal)  # (T, S)
 
     def fn(q, k, v):
-        return attnlab.sliding_window_attention(q, k, v, window, is_causal=causal, block_size=16)
+        return attnlab.sliding_window_attention(
+            q, k, v, window, is_causal=causal, block_size=16
+        )
 
     def ref(q, k, v):  # attnlab's SDPA gives zeros on rows with no key, as ours
         return attnlab.scaled_dot_product_attention(q, k, v, attn_mask=mask)[0]
@@ -119,7 +131,9 @@ def test_sliding_window_equals_band_mask(dtype, causal, window, T, S):
     assert max_err(fn, ref, q, k, v) < TOL[dtype]
     if bool(mask.any(-1).all()):  # no dead row: torch's SDPA agrees too
         out = fn(q, k, v)
-        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        torch.testing.assert_close(
+            out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        )
 
 
 def test_fully_masked_rows_are_zero_not_nan():
@@ -155,7 +169,9 @@ def linear_quadratic(q, k, v, causal):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("T,S,chunk", [(50, 50, 8), (33, 50, 7), (50, 33, 64), (1, 1, 4)])
+@pytest.mark.parametrize(
+    "T,S,chunk", [(50, 50, 8), (33, 50, 7), (50, 33, 64), (1, 1, 4)]
+)
 def test_linear_equals_quadratic_definition(dtype, causal, T, S, chunk):
     q, k, v = qkv(T, S, 8, 6, dtype)
 

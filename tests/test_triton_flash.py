@@ -32,16 +32,24 @@ def _dev():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("T,S,Dh,Dv", [(64, 64, 16, 16), (50, 90, 12, 8), (90, 50, 16, 20), (1, 7, 16, 16)])
+@pytest.mark.parametrize(
+    "T,S,Dh,Dv", [(64, 64, 16, 16), (50, 90, 12, 8), (90, 50, 16, 20), (1, 7, 16, 16)]
+)
 def test_forward_equals_sdpa(causal, T, S, Dh, Dv):
     g = dict(device=_dev())
-    q, k, v = torch.randn(1, 2, T, Dh, **g), torch.randn(1, 2, S, Dh, **g), torch.randn(1, 2, S, Dv, **g)
+    q, k, v = (
+        torch.randn(1, 2, T, Dh, **g),
+        torch.randn(1, 2, S, Dh, **g),
+        torch.randn(1, 2, S, Dv, **g),
+    )
     out, lse = tf.triton_flash_forward(q, k, v, is_causal=causal)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert (out - ref).abs().max() < 2e-5
     scores = (q @ k.transpose(-2, -1)) * Dh**-0.5  # (1, 2, T, S)
     if causal:
-        scores = scores.masked_fill(~efficient.band_mask(T, S, None, True, device=q.device), float("-inf"))
+        scores = scores.masked_fill(
+            ~efficient.band_mask(T, S, None, True, device=q.device), float("-inf")
+        )
     torch.testing.assert_close(lse, torch.logsumexp(scores, -1))
 
 
@@ -49,7 +57,9 @@ def test_forward_equals_sdpa(causal, T, S, Dh, Dv):
 def test_half_precision_inputs(dtype):
     """bf16 operands of tl.dot are wrong in the interpreter unless cast: the kernel casts."""
     q, k, v = (torch.randn(1, 2, 48, 16, device=_dev()) for _ in range(3))
-    out, _ = tf.triton_flash_forward(q.to(dtype), k.to(dtype), v.to(dtype), is_causal=True)
+    out, _ = tf.triton_flash_forward(
+        q.to(dtype), k.to(dtype), v.to(dtype), is_causal=True
+    )
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert out.dtype == dtype
     assert (out.float() - ref).abs().max() < 3e-2
@@ -66,7 +76,9 @@ def test_flash_attention_dispatches_to_triton_with_torch_backward(monkeypatch):
 
     monkeypatch.setattr(efficient, "_triton_usable", lambda q: True)
     monkeypatch.setattr(tf, "triton_flash_forward", spy)
-    q, k, v = (torch.randn(1, 2, 40, 16, device=_dev(), requires_grad=True) for _ in range(3))
+    q, k, v = (
+        torch.randn(1, 2, 40, 16, device=_dev(), requires_grad=True) for _ in range(3)
+    )
     out = attnlab.flash_attention(q, k, v, is_causal=True)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     g = torch.randn_like(out)

@@ -40,7 +40,9 @@ __all__ = [
     "elu_feature_map",
 ]
 
-BLOCK_Q = 256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+BLOCK_Q = (
+    256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+)
 BLOCK_K = 256  # columns of keys per tile
 
 
@@ -48,9 +50,13 @@ BLOCK_K = 256  # columns of keys per tile
 def _check_qkv(q, k, v, fn: str) -> None:
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+            raise TypeError(
+                f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
+            )
         if t.dim() < 2:
-            raise ValueError(f"{fn}: {name} needs shape (..., L, D), got {tuple(t.shape)}")
+            raise ValueError(
+                f"{fn}: {name} needs shape (..., L, D), got {tuple(t.shape)}"
+            )
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
         raise ValueError(
             f"{fn}: q, k, v must share their leading (batch, head) dims, got "
@@ -116,7 +122,10 @@ def _tile_mask(i0, i1, j0, j1, causal: bool, window, device):
         return "skip"
     if dmin >= lo and dmax <= hi:
         return None
-    d = torch.arange(j0, j1, device=device)[None, :] - torch.arange(i0, i1, device=device)[:, None]
+    d = (
+        torch.arange(j0, j1, device=device)[None, :]
+        - torch.arange(i0, i1, device=device)[:, None]
+    )
     return (d >= lo) & (d <= hi)  # (i1 - i0, j1 - j0)
 
 
@@ -131,7 +140,9 @@ def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
         for j0 in range(0, S, block_k):
             m = _tile_mask(i0, min(i0 + block_q, T), j0, min(j0 + block_k, S), causal,
                            window, "cpu")  # fmt: skip
-            row.append("skip" if isinstance(m, str) else "full" if m is None else "masked")
+            row.append(
+                "skip" if isinstance(m, str) else "full" if m is None else "masked"
+            )
         plan.append(row)
     return plan
 
@@ -162,9 +173,13 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k):
             p = s.sub_(m_safe[..., None]).exp_()  # (N, Bq, Bk), in place of s
             alpha = torch.exp(m - m_safe)  # rescales what was summed so far   (N, Bq)
             l = l * alpha + p.sum(-1)  # (N, Bq)
-            acc.mul_(alpha[..., None]).baddbmm_(p, v[:, j0:j1])  # += (N, Bq, Bk) @ (N, Bk, Dv)
+            acc.mul_(alpha[..., None]).baddbmm_(
+                p, v[:, j0:j1]
+            )  # += (N, Bq, Bk) @ (N, Bk, Dv)
             m = m_new
-        dead = l == 0  # rows that saw no key: output 0, and L = +inf so P = 0 in backward
+        dead = (
+            l == 0
+        )  # rows that saw no key: output 0, and L = +inf so P = 0 in backward
         out[:, i0:i1] = acc / l.masked_fill(dead, 1.0)[..., None]  # (N, Bq, Dv)
         lse[:, i0:i1] = (m + torch.log(l)).masked_fill(dead, math.inf)  # (N, Bq)
     return out, lse
@@ -193,9 +208,15 @@ def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, blo
             p = s.sub_(lse[:, i0:i1, None]).exp_()  # P recomputed    (N, Bq, Bk)
             dv[:, j0:j1].baddbmm_(p.transpose(1, 2), doi)  # += P^T dO    (N, Bk, Dv)
             dp = torch.bmm(doi, vj.transpose(1, 2))  # dP = dO V^T          (N, Bq, Bk)
-            ds = p.mul_(dp.sub_(delta[:, i0:i1, None]))  # dS = P * (dP - D)  (N, Bq, Bk)
-            dq[:, i0:i1].baddbmm_(ds, kj, alpha=scale)  # += dS K * scale     (N, Bq, Dh)
-            dk[:, j0:j1].baddbmm_(ds.transpose(1, 2), qi)  # += dS^T (Q scale) (N, Bk, Dh)
+            ds = p.mul_(
+                dp.sub_(delta[:, i0:i1, None])
+            )  # dS = P * (dP - D)  (N, Bq, Bk)
+            dq[:, i0:i1].baddbmm_(
+                ds, kj, alpha=scale
+            )  # += dS K * scale     (N, Bq, Dh)
+            dk[:, j0:j1].baddbmm_(
+                ds.transpose(1, 2), qi
+            )  # += dS^T (Q scale) (N, Bk, Dh)
     return dq, dk, dv
 
 
@@ -305,7 +326,9 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1.0
 
 
-def linear_attention(q, k, v, *, is_causal: bool = False, chunk: int = 64) -> torch.Tensor:
+def linear_attention(
+    q, k, v, *, is_causal: bool = False, chunk: int = 64
+) -> torch.Tensor:
     r"""Linear attention (Katharopoulos et al. 2020): the softmax kernel
     :math:`\exp(q\cdot k)` replaced by :math:`\phi(q)\cdot\phi(k)`,
     :math:`\phi = \mathrm{elu} + 1`:
@@ -338,7 +361,10 @@ def linear_attention(q, k, v, *, is_causal: bool = False, chunk: int = 64) -> to
     for c0 in range(0, T, chunk):
         c1 = min(c0 + chunk, T)
         qc = fq[..., c0:c1, :]  # (..., C, Dh)
-        kc, vc = fk[..., c0:min(c1, S), :], v[..., c0:min(c1, S), :]  # (..., C', Dh/Dv)
+        kc, vc = (
+            fk[..., c0 : min(c1, S), :],
+            v[..., c0 : min(c1, S), :],
+        )  # (..., C', Dh/Dv)
         a = (qc @ kc.transpose(-2, -1)).tril()  # j <= i inside the chunk  (..., C, C')
         num = qc @ state + a @ vc  # (..., C, Dv)
         den = (qc * z).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)  # (..., C, 1)

@@ -40,7 +40,9 @@ class KVCache:
         return k, v
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in [*self.k.values(), *self.v.values()])
+        return sum(
+            t.numel() * t.element_size() for t in [*self.k.values(), *self.v.values()]
+        )
 
 
 def _cached_self_attention(mha, x, cache: KVCache, layer: int, past: int):
@@ -51,7 +53,9 @@ def _cached_self_attention(mha, x, cache: KVCache, layer: int, past: int):
     k = mha.w_k(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
     v = mha.w_v(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
     k, v = cache.append(layer, k, v)  # (B, H, past + t, Dh)
-    i = torch.arange(past, past + t, device=x.device)[:, None]  # absolute query positions
+    i = torch.arange(past, past + t, device=x.device)[
+        :, None
+    ]  # absolute query positions
     j = torch.arange(past + t, device=x.device)[None, :]
     mask = j <= i  # (t, past + t): causal, with the offset of the cache
     heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, t, Dh)
@@ -79,7 +83,9 @@ def generate_with_cache(lm, prompt: torch.Tensor, n_new: int, temperature: float
     ``T0 + n_new <= lm.cfg.max_len`` (the uncached version crops the context beyond it,
     which a cache of absolute positions cannot do)."""
     if prompt.dim() != 2 or prompt.shape[1] < 1:
-        raise ValueError(f"prompt must be (B, T0) with T0 >= 1, got {tuple(prompt.shape)}")
+        raise ValueError(
+            f"prompt must be (B, T0) with T0 >= 1, got {tuple(prompt.shape)}"
+        )
     if prompt.shape[1] + n_new > lm.cfg.max_len:
         raise ValueError(
             f"prompt length {prompt.shape[1]} + n_new {n_new} exceeds max_len "

@@ -87,7 +87,9 @@ def block_size_for_budget(fn):
         ("budget too small for q, k, v alone", (1000, 4096, 64, 8), "return 0 when nothing fits"),
         ("one head", (2**20, 2048, 32, 1), "powers of two only"),
     ]  # fmt: skip
-    cases = [Case(label, args, _budget_block(*args), hint) for label, args, hint in specs]
+    cases = [
+        Case(label, args, _budget_block(*args), hint) for label, args, hint in specs
+    ]
     return run_check("block_size_for_budget", fn, cases)
 
 

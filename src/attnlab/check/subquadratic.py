@@ -42,7 +42,9 @@ def causal_linear_attention(fn):
         q = torch.randn(B, H, T, Dh, generator=g, dtype=torch.float64) * mult
         k = torch.randn(B, H, T, Dh, generator=g, dtype=torch.float64) * mult
         v = torch.randn(B, H, T, Dv, generator=g, dtype=torch.float64)
-        cases.append(Case(label, (q, k, v), linear_attention(q, k, v, is_causal=True), hint))
+        cases.append(
+            Case(label, (q, k, v), linear_attention(q, k, v, is_causal=True), hint)
+        )
     return run_check("causal_linear_attention", fn, cases, compare=compare)
 
 
@@ -54,11 +56,19 @@ def receptive_field_after(fn):
     specs = [
         ("causal window 2, 3 layers", pattern_mask("window", 16, 2, causal=True), 3),
         ("window 1, 1 layer", pattern_mask("window", 8, 1), 1),
-        ("dilated 2x2, 2 layers, causal", pattern_mask("dilated", 20, 2, 2, causal=True), 2),
+        (
+            "dilated 2x2, 2 layers, causal",
+            pattern_mask("dilated", 20, 2, 2, causal=True),
+            2,
+        ),
         ("global+local", pattern_mask("global+local", 12, 1, n_global=1), 2),
         ("no edges at all (window 0)", pattern_mask("window", 5, 0), 4),
-        ("previous token only (no self edge)", torch.ones(6, 6, dtype=torch.bool).tril(-1)
-         & ~torch.ones(6, 6, dtype=torch.bool).tril(-2), 2),
+        (
+            "previous token only (no self edge)",
+            torch.ones(6, 6, dtype=torch.bool).tril(-1)
+            & ~torch.ones(6, 6, dtype=torch.bool).tril(-2),
+            2,
+        ),
     ]
     for label, mask, layers in specs:
         cases.append(Case(label, (mask, layers), receptive_field(mask, layers),

@@ -58,7 +58,8 @@ if triton is not None:
         dv = tl.arange(0, BLOCK_DV)
         q = tl.load(
             Q + n * sq_n + rows[:, None] * sq_t + dh[None, :] * sq_d,
-            mask=(rows[:, None] < T) & (dh[None, :] < Dh), other=0.0,
+            mask=(rows[:, None] < T) & (dh[None, :] < Dh),
+            other=0.0,
         )  # (BM, BDh)
         if DOT_FP32:
             q = q.to(tl.float32)
@@ -72,9 +73,12 @@ if triton is not None:
             cols = start_n + tl.arange(0, BLOCK_N)  # (BN,)
             kt = tl.load(
                 K + n * sk_n + cols[None, :] * sk_s + dh[:, None] * sk_d,
-                mask=(cols[None, :] < S) & (dh[:, None] < Dh), other=0.0,
+                mask=(cols[None, :] < S) & (dh[:, None] < Dh),
+                other=0.0,
             )  # K^T block (BDh, BN)
-            if DOT_FP32:  # exact float32 products (no TF32), and no bf16 interpreter trap
+            if (
+                DOT_FP32
+            ):  # exact float32 products (no TF32), and no bf16 interpreter trap
                 s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")  # (BM, BN)
             else:
                 s = tl.dot(q, kt)  # (BM, BN), accumulated in float32
@@ -90,7 +94,8 @@ if triton is not None:
             l_i = l_i * alpha + tl.sum(p, 1)
             v = tl.load(
                 V + n * sv_n + cols[:, None] * sv_s + dv[None, :] * sv_d,
-                mask=(cols[:, None] < S) & (dv[None, :] < Dv), other=0.0,
+                mask=(cols[:, None] < S) & (dv[None, :] < Dv),
+                other=0.0,
             )  # (BN, BDv)
             if DOT_FP32:
                 acc = acc * alpha[:, None] + tl.dot(
@@ -101,10 +106,13 @@ if triton is not None:
             m_i = m_new
         dead = l_i == 0.0  # rows that saw no key
         out = acc / tl.where(dead, 1.0, l_i)[:, None]
-        lse = tl.where(dead, float("inf"), (m_i + tl.math.log2(l_i)) * 0.6931471805599453)
+        lse = tl.where(
+            dead, float("inf"), (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+        )
         tl.store(
             O + n * so_n + rows[:, None] * so_t + dv[None, :] * so_d,
-            out.to(O.dtype.element_ty), mask=(rows[:, None] < T) & (dv[None, :] < Dv),
+            out.to(O.dtype.element_ty),
+            mask=(rows[:, None] < T) & (dv[None, :] < Dv),
         )
         tl.store(L + n * T + rows, lse, mask=rows < T)
 
@@ -134,7 +142,9 @@ def triton_flash_forward(q, k, v, *, is_causal: bool = False, scale: float | Non
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise TypeError(f"triton_flash_forward takes float16/bfloat16/float32, got {q.dtype}")
+        raise TypeError(
+            f"triton_flash_forward takes float16/bfloat16/float32, got {q.dtype}"
+        )
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) or q.shape[-1] != k.shape[-1] \
             or k.shape[-2] != v.shape[-2]:  # fmt: skip
         raise ValueError(

@@ -61,7 +61,11 @@ def tile_map(n: int = 512, block: int = 64, causal: bool = True, n_heads: int = 
             fontsize=10,
         )
         mib = [mem["naive_bytes"] / 2**20, mem["tiled_bytes"] / 2**20]
-        ax2.bar(["materialising", f"tiled (block {block})"], mib, color=["#c44e52", "#5b8e7d"])
+        ax2.bar(
+            ["materialising", f"tiled (block {block})"],
+            mib,
+            color=["#c44e52", "#5b8e7d"],
+        )
         ax2.set_ylabel("live memory, MiB (H=8, Dh=64, fp32)")
         ax2.set_title(f"n = {n}: {mem['ratio']:.0f}x less memory", fontsize=10)
         for i, m in enumerate(mib):

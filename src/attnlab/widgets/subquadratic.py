@@ -78,7 +78,9 @@ def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
         ax.imshow(mask.numpy(), cmap="Greys", interpolation="nearest")
         ax.set_xlabel("key j")
         ax.set_ylabel("query i")
-        ax.set_title(f"{pattern}: {cost} pairs ({out['fraction']:.0%} of n²)", fontsize=10)
+        ax.set_title(
+            f"{pattern}: {cost} pairs ({out['fraction']:.0%} of n²)", fontsize=10
+        )
         n_steps = (mask | torch.eye(n, dtype=torch.bool)).float()
         reach = torch.zeros(n)
         reach[-1] = 1
