@@ -114,7 +114,7 @@ def test_causal_skips_tiles():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("window", [0, 1, 5, 40, 500])
+@pytest.mark.parametrize("window", [0, 5, 500])
 @pytest.mark.parametrize("T,S", [(60, 60), (45, 70), (70, 45)])
 def test_sliding_window_equals_band_mask(dtype, causal, window, T, S):
     q, k, v = qkv(T, S, 8, 8, dtype)
