@@ -43,7 +43,7 @@ def interpreting() -> bool:
 
 
 if triton is not None:
-
+    # kernel-begin
     @triton.jit
     def _flash_fwd_kernel(
         Q, K, V, O, L, qk_scale, T, S, Dh, Dv,
@@ -115,6 +115,7 @@ if triton is not None:
             mask=(rows[:, None] < T) & (dv[None, :] < Dv),
         )
         tl.store(L + n * T + rows, lse, mask=rows < T)
+        # kernel-end
 
 
 def triton_flash_forward(q, k, v, *, is_causal: bool = False, scale: float | None = None,
