@@ -66,10 +66,10 @@ def test_flash_scale_and_fp64_tight():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_gradcheck(causal):
     q, k, v = qkv(11, 7, 4, 3, torch.float64, B=1, H=2)
+
     def fn(q, k, v):
-        return attnlab.flash_attention(
-            q, k, v, is_causal=causal, block_size=(4, 3)
-        )  # noqa: E731
+        return attnlab.flash_attention(q, k, v, is_causal=causal, block_size=(4, 3))  # noqa: E731
+
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 

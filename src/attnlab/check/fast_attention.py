@@ -98,7 +98,9 @@ def causal_tiles(fn):
     from ..efficient import tile_plan
 
     def compare(got, expected):
-        computed, total, ratio = got  # the time ratio is noisy: only its type is checked
+        computed, total, ratio = (
+            got  # the time ratio is noisy: only its type is checked
+        )
         return (
             int(computed) == expected[0]
             and int(total) == expected[1]
