@@ -56,6 +56,10 @@ def test_receptive_field_grows_by_window_per_layer():
         assert int(w9.receptive_field(m, L)[-1]) == 4 * L + 1
     dil = w9.pattern_mask("dilated", 64, 4, dilation=2, causal=True)
     assert int(w9.receptive_field(dil, 1)[-1]) == 5
+    drawn = w9.attention_pattern(
+        "dilated", n=64, window=4, dilation=2, layers=3, show=False
+    )
+    assert drawn["reach_by_layer"] == [5, 9, 13]  # the picture: the last query's past
     r = w9.attention_pattern("global+local", n=32, window=2, layers=2, causal=False)
     assert r["receptive_field_last"] == 32  # via the global token
     assert r["pairs"] == int(r["mask"].sum())

@@ -73,6 +73,14 @@ def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
     cost = int(mask.sum())
     out = {"mask": mask, "pairs": cost, "fraction": cost / n**2,
            "receptive_field_last": int(rf[-1]), "receptive_field": rf}  # fmt: skip
+    n_steps = (mask | torch.eye(n, dtype=torch.bool)).float()
+    reach = torch.zeros(n)
+    reach[-1] = 1
+    rows = []
+    for _ in range(layers):
+        reach = ((reach @ n_steps) > 0).float()  # who the last query depends on
+        rows.append(reach.numpy())
+    out["reach_by_layer"] = [int(r.sum()) for r in rows]
     if show:
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 4))
         ax.imshow(mask.numpy(), cmap="Greys", interpolation="nearest")
@@ -81,13 +89,6 @@ def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
         ax.set_title(
             f"{pattern}: {cost} pairs ({out['fraction']:.0%} of n²)", fontsize=10
         )
-        n_steps = (mask | torch.eye(n, dtype=torch.bool)).float()
-        reach = torch.zeros(n)
-        reach[-1] = 1
-        rows = []
-        for _ in range(layers):
-            reach = ((reach @ n_steps.T) > 0).float()  # who the last query depends on
-            rows.append(reach.numpy())
         ax2.imshow(np.array(rows), cmap="Blues", aspect="auto", interpolation="nearest")
         ax2.set_yticks(range(layers), [f"layer {l + 1}" for l in range(layers)])
         ax2.set_xlabel("position")
