@@ -40,9 +40,25 @@ def test_cached_logits_equal_full_forward():
     assert len(cache) == 9 and cache.nbytes() == 2 * 2 * 2 * 4 * 9 * 8 * 4
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_beam_search_with_cached_step(norm_first):
+    """Beam search re-selects rows: the cache follows them through reorder."""
+    model = lm(norm_first)
+    plain = attnlab.beam_search(model.step, bos_id=1, eos_id=2, beam_size=3, max_len=12)
+    step = attnlab.CachedLMStep(model)
+    cached = attnlab.beam_search(step, bos_id=1, eos_id=2, beam_size=3, max_len=12)
+    assert [ids for ids, _ in plain] == [ids for ids, _ in cached]
+    for (_, a), (_, b) in zip(plain, cached):
+        assert abs(a - b) < 1e-4
+
+
 def test_bad_input():
     model = lm(False)
     with pytest.raises(ValueError, match="max_len"):
         attnlab.generate_with_cache(model, torch.ones(1, 30, dtype=torch.long), 20)
     with pytest.raises(ValueError, match="prompt"):
         attnlab.generate_with_cache(model, torch.ones(4, dtype=torch.long), 2)
+    step = attnlab.CachedLMStep(model)
+    step(torch.ones(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="new tokens"):
+        step(torch.ones(1, 3, dtype=torch.long))

@@ -7,9 +7,11 @@ instead of the whole prefix: O(t) attention work per step instead of O(t²), and
 projections and feed-forward layers of old tokens are never recomputed
 (Pope et al. 2023 discuss the memory this costs at scale).
 
-:func:`generate_with_cache` is :meth:`attnlab.TransformerLM.generate` (greedy or sampled)
-with a cache; it returns the same tokens. It drives the model's own layers
-(``self_attn.w_q/w_k/w_v/w_o``, ``_residual``, ``_ff``), so it needs no change to them.
+:class:`CachedLMStep` is a stateful *step* for :mod:`attnlab.decoding` (with the
+``reorder`` hook that :func:`attnlab.beam_search` calls), and
+:func:`generate_with_cache` is :meth:`attnlab.TransformerLM.generate` with it; both give
+the same tokens as without the cache. They drive the model's own layers
+(``self_attn.w_q/w_k/w_v/w_o``, ``_residual``, ``_ff``), so the model needs no change.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["KVCache", "generate_with_cache"]
+from .decoding import generate
+
+__all__ = ["KVCache", "CachedLMStep", "generate_with_cache"]
 
 
 class KVCache:
@@ -38,6 +42,12 @@ class KVCache:
             v = torch.cat([self.v[layer], v], dim=-2)  # (B, H, past + t, Dh)
         self.k[layer], self.v[layer] = k, v
         return k, v
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the batch rows ``rows (K,)`` (repeats allowed), e.g. surviving beams."""
+        for store in (self.k, self.v):
+            for layer, t in store.items():
+                store[layer] = t.index_select(0, rows.to(t.device))  # (K, H, past, Dh)
 
     def nbytes(self) -> int:
         return sum(
@@ -68,20 +78,52 @@ def _forward_cached(lm, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
     past = len(cache)
     x = lm.embed(ids, offset=past)  # (B, t, D), positions past .. past + t - 1
     for n, layer in enumerate(lm.blocks.layers):
-        x = layer._residual(
-            x, 1, lambda h, n=n, layer=layer: _cached_self_attention(layer.self_attn, h, cache, n, past)
-        )  # fmt: skip
-        x = layer._residual(x, 2, layer._ff)  # (B, t, D)
+
+        def sa(h, n=n, layer=layer):  # (B, t, D) -> (B, t, D)
+            return _cached_self_attention(layer.self_attn, h, cache, n, past)
+
+        x = layer._residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
+        x = layer._residual(x, layer.norm2, layer.dropout2, layer._ff)  # (B, t, D)
     return lm.out(lm.blocks.norm(x))  # (B, t, V)
+
+
+class CachedLMStep:
+    """A decoding step for :mod:`attnlab.decoding` with a KV cache: called with the
+    prefix ``ids (B, t)``, it runs the model only on the tokens it has not seen and
+    returns the next-token log-probs ``(B, V)``, like :meth:`TransformerLM.step`.
+    :func:`attnlab.beam_search` calls :meth:`reorder` when it re-selects beams."""
+
+    def __init__(self, lm):
+        self.lm = lm
+        self.cache = KVCache()
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        past = len(self.cache)
+        if ids.shape[1] <= past:
+            raise ValueError(
+                f"a cached step needs new tokens: prefix of length {ids.shape[1]}, "
+                f"{past} already cached"
+            )
+        if ids.shape[1] > self.lm.cfg.max_len:
+            raise ValueError(
+                f"prefix length {ids.shape[1]} exceeds max_len {self.lm.cfg.max_len}: "
+                "the uncached step crops the context, a cache of absolute positions "
+                "cannot"
+            )
+        logits = _forward_cached(self.lm, ids[:, past:], self.cache)[:, -1]  # (B, V)
+        return logits.log_softmax(-1)
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        self.cache.reorder(rows)
 
 
 @torch.no_grad()
 def generate_with_cache(lm, prompt: torch.Tensor, n_new: int, temperature: float = 0.0,
                         generator=None) -> torch.Tensor:  # fmt: skip
-    """:meth:`TransformerLM.generate` with a KV cache: the prompt is run once, then one
-    token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``. Needs
-    ``T0 + n_new <= lm.cfg.max_len`` (the uncached version crops the context beyond it,
-    which a cache of absolute positions cannot do)."""
+    """:meth:`TransformerLM.generate` with a KV cache — the same loop
+    (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is
+    run once, then one token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``;
+    needs ``T0 + n_new <= lm.cfg.max_len``."""
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(
             f"prompt must be (B, T0) with T0 >= 1, got {tuple(prompt.shape)}"
@@ -91,16 +133,4 @@ def generate_with_cache(lm, prompt: torch.Tensor, n_new: int, temperature: float
             f"prompt length {prompt.shape[1]} + n_new {n_new} exceeds max_len "
             f"{lm.cfg.max_len}; use lm.generate, which crops the context"
         )
-    cache = KVCache()
-    ids = prompt
-    logits = _forward_cached(lm, prompt, cache)[:, -1]  # (B, V)
-    for step in range(n_new):
-        if temperature <= 0:
-            nxt = logits.argmax(-1, keepdim=True)  # (B, 1)
-        else:
-            p = (logits / temperature).softmax(-1)
-            nxt = torch.multinomial(p, 1, generator=generator)  # (B, 1)
-        ids = torch.cat([ids, nxt], dim=1)  # (B, t + 1)
-        if step + 1 < n_new:
-            logits = _forward_cached(lm, nxt, cache)[:, -1]  # one token in, (B, V)
-    return ids
+    return generate(CachedLMStep(lm), prompt, n_new, temperature, generator)
