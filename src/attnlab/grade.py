@@ -6,8 +6,9 @@ For each submission the grader
    the repository's ``chapters/`` or ``--master``) and checks its integrity: every
    exercise box is there and every published check cell is there, unedited, under its
    exercise. A notebook whose checks were edited is **refused** (reported, not run);
-2. executes it top to bottom in a fresh kernel with nbclient: a time limit per cell
-   (an infinite loop is interrupted and costs its exercise) and for the whole notebook;
+2. executes it top to bottom in a fresh kernel with nbclient, with time limits per
+   cell (a short one for the exercises' cells: an infinite loop is interrupted and costs
+   its exercise; a longer one for the chapter's own cells) and for the whole notebook;
    a cell that raises, or even kills the kernel, costs its exercise and grading goes on
    (after a dead kernel a new one re-runs the cells that had succeeded);
 3. runs every published check in strict mode (``ATTNLAB_STRICT=1``, with
@@ -102,6 +103,7 @@ class Report:
     notes: list[str] = field(default_factory=list)  # cells outside exercises
     seconds: float = 0.0
     cell_timeout: float = 0.0
+    exercise_timeout: float = 0.0
     time_limit: float = 0.0
 
     @property
@@ -126,7 +128,10 @@ class Report:
             return "\n".join(lines) + "\n"
         w = max([len(e.title) for e in self.exercises] + [8])
         w = min(w, 40)
-        lines = [head, f"{'#':5s} {'exercise':{w}s} {'status':13s} {'time':>6s}  details"]
+        lines = [
+            head,
+            f"{'#':5s} {'exercise':{w}s} {'status':13s} {'time':>6s}  details",
+        ]
         for e in self.exercises:
             title = e.title if len(e.title) <= w else e.title[: w - 1] + "…"
             msg = e.message if len(e.message) <= 160 else e.message[:159] + "…"
@@ -135,8 +140,9 @@ class Report:
             )
         lines += [f"note: {n}" for n in self.notes]
         lines.append(
-            f"score: {self.passed}/{self.total} passed  ({self.seconds:.1f} s; "
-            f"{self.cell_timeout:g} s per cell, {self.time_limit:g} s in all)"
+            f"score: {self.passed}/{self.total} passed  ({self.seconds:.1f} s; limits "
+            f"{self.exercise_timeout:g} s per exercise cell, {self.cell_timeout:g} s "
+            f"per other cell, {self.time_limit:g} s in all)"
         )
         return "\n".join(lines) + "\n"
 
@@ -165,7 +171,9 @@ def integrity_problems(sub, master) -> tuple[list[str], dict[str, list[int]]]:
             continue
         found, candidates = [], list(mine.check_cells)
         for src in published:
-            hits = [i for i in candidates if normalise(cell_source(sub["cells"][i])) == src]
+            hits = [
+                i for i in candidates if normalise(cell_source(sub["cells"][i])) == src
+            ]
             if hits:
                 found.append(hits[-1])
                 candidates = [i for i in candidates if i > hits[-1]]
@@ -247,7 +255,9 @@ def _sliced_zmq_polls(slice_s: float = 0.2):
     async def get_msg(self, timeout=None):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = slice_s if deadline is None else max(0.0, deadline - time.monotonic())
+            left = (
+                slice_s if deadline is None else max(0.0, deadline - time.monotonic())
+            )
             if await self.socket.poll(int(min(slice_s, left) * 1000)):
                 return await self._recv()
             if deadline is not None and time.monotonic() >= deadline:
@@ -274,12 +284,7 @@ class _Runner:
             timeout=int(cell_timeout),
             kernel_name=kernel,
             allow_errors=False,
-            interrupt_on_timeout=True,
-            error_on_timeout={
-                "ename": "CellTimeoutError",
-                "evalue": f"ran past {cell_timeout:g} s and was interrupted",
-                "traceback": [],
-            },
+            interrupt_on_timeout=True,  # then _exec's error_on_timeout is the reply
             resources={"metadata": {"path": str(path.parent)}},
         )
         self.env = {**__import__("os").environ, "ATTNLAB_STRICT": "0"}
@@ -293,7 +298,7 @@ class _Runner:
         self.client.start_new_kernel_client()
         self.alive = True
         for i in self.replay:
-            run = self._exec(copy.deepcopy(self.nb.cells[i]), i)
+            run = self._scratch(copy.deepcopy(self.nb.cells[i]), self.cell_timeout)
             if run.status != "ok":
                 self.notes.append(
                     f"after a kernel restart, re-running cell {i} gave {run.status}: "
@@ -312,7 +317,14 @@ class _Runner:
         left = self.deadline - time.monotonic()
         if left <= 0:
             return CellRun("not run", "the notebook's time limit ran out")
-        self.client.timeout = max(1, int(min(timeout or self.cell_timeout, left)))
+        self.client.timeout = limit = max(
+            1, int(min(timeout or self.cell_timeout, left))
+        )
+        self.client.error_on_timeout = {
+            "ename": "CellTimeoutError",
+            "evalue": f"ran past its {limit} s limit and was interrupted",
+            "traceback": [],
+        }
         start = time.monotonic()
         try:
             self.client.execute_cell(cell, index)
@@ -323,17 +335,17 @@ class _Runner:
             return CellRun("error", f"{err.ename}: {err.evalue}", took, _printed(cell))
         except DeadKernelError:
             self.alive = False
-            return CellRun("dead", "the kernel died", time.monotonic() - start)
+            return CellRun("dead", "killed the kernel", time.monotonic() - start)
         return CellRun("ok", "", time.monotonic() - start, _printed(cell))
 
-    def run(self, index: int, strict: bool = False) -> CellRun:
+    def run(self, index: int, strict: bool = False, timeout=None) -> CellRun:
         """Run notebook cell ``index`` (a published check when ``strict``)."""
         if not self.alive:
             self.start()
         cell = self.nb.cells[index]
         if strict:
             self._hidden(PRELUDE)
-        run = self._exec(cell, index)
+        run = self._exec(cell, index, timeout)
         if run.status == "timeout":
             # The kernel was interrupted; make sure it answers again, else restart.
             if self._hidden("pass", PROBE_TIMEOUT).status != "ok":
@@ -351,11 +363,21 @@ class _Runner:
     def _hidden(self, code: str, timeout: float | None = None) -> CellRun:
         import nbformat
 
-        cell = nbformat.v4.new_code_cell(code)
-        run = self._exec(cell, -1, timeout or self.cell_timeout)
+        run = self._scratch(nbformat.v4.new_code_cell(code), timeout)
         if run.status == "dead":
             self.stop()
         return run
+
+    def _scratch(self, cell, timeout: float | None) -> CellRun:
+        """Run a cell that is not the notebook's (nbclient stores a cell it ran at its
+        index in ``client.nb``, so it gets a one-cell notebook of its own)."""
+        import nbformat
+
+        nb, self.client.nb = self.client.nb, nbformat.v4.new_notebook(cells=[cell])
+        try:
+            return self._exec(cell, 0, timeout or self.cell_timeout)
+        finally:
+            self.client.nb = nb
 
 
 def _check_outcome(run: CellRun) -> tuple[str, str]:
@@ -429,7 +451,8 @@ def _read(path: Path):
 def grade(
     path: str | Path,
     master: str | Path | None = None,
-    cell_timeout: float = 120.0,
+    cell_timeout: float = 300.0,
+    exercise_timeout: float = 60.0,
     time_limit: float = 900.0,
     kernel: str = "python3",
     executed: str | Path | None = None,
@@ -447,6 +470,7 @@ def grade(
         "refused" if problems else "graded",
         problems,
         cell_timeout=cell_timeout,
+        exercise_timeout=exercise_timeout,
         time_limit=time_limit,
     )
     if problems:
@@ -465,7 +489,8 @@ def grade(
             for i, cell in enumerate(sub.cells):
                 if cell.cell_type != "code" or not cell_source(cell).strip():
                     continue
-                runs[i] = run = runner.run(i, strict=i in strict)
+                limit = exercise_timeout if i in owner else cell_timeout
+                runs[i] = run = runner.run(i, strict=i in strict, timeout=limit)
                 if i not in owner and run.status != "ok":
                     report.notes.append(f"cell {i} (not in an exercise): {run.detail}")
         finally:
@@ -506,7 +531,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the master notebook, or a folder of them (default: the repository's "
         "chapters/)",
     )
-    p.add_argument("--cell-timeout", type=float, default=120.0, help="seconds per cell")
+    p.add_argument(
+        "--exercise-timeout",
+        type=float,
+        default=60.0,
+        help="seconds per cell of an exercise (the student's cells and its check)",
+    )
+    p.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=300.0,
+        help="seconds per other cell (the chapter's own code)",
+    )
     p.add_argument(
         "--time-limit", type=float, default=900.0, help="seconds per notebook"
     )
@@ -529,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                 sub,
                 master=args.master,
                 cell_timeout=args.cell_timeout,
+                exercise_timeout=args.exercise_timeout,
                 time_limit=args.time_limit,
                 kernel=args.kernel,
                 executed=out / f"{sub.stem}.graded.ipynb"
