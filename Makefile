@@ -19,13 +19,14 @@ export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help venv book test lint unit notebooks stripped student student-check \
-        browser vendor bench clean
+        browser vendor bench clean grade
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
 	@echo "make test    run every test (lint, unit, notebooks, student edition, browser)"
 	@echo "make student write the student edition (no solutions) to _build/student"
 	@echo "make bench   run the benchmark scripts in bench/"
+	@echo "make grade NB=file.ipynb  grade a student's notebook (attnlab.grade)"
 	@echo "make clean   remove _build and caches (keeps .venv)"
 
 # ---------------------------------------------------------------- environment
@@ -55,6 +56,7 @@ _vendor/.done: tools/vendor_js.sh
 	touch $@
 
 book: $(STAMP) vendor
+	@$(PY) tools/student.py chapters student >/dev/null  # the published student edition
 	@start=$$(date +%s); \
 	$(BIN)/jupyter-book build . --all --builder html -W -n --keep-going; \
 	echo "book built in $$(( $$(date +%s) - start )) s -> _build/html/index.html"
@@ -92,6 +94,11 @@ student-check: student
 
 browser: book
 	$(PY) tools/browser_check.py _build/html _build/shots
+
+# Grade a student's notebook: make grade NB=path/to/submission.ipynb [GRADE_ARGS=...]
+grade: $(STAMP)
+	@if [ -z "$(NB)" ]; then echo "usage: make grade NB=submission.ipynb"; exit 2; fi
+	$(PY) -m attnlab.grade $(NB) $(GRADE_ARGS)
 
 bench: $(STAMP)
 	@for f in bench/*.py; do [ -e "$$f" ] || continue; echo "== $$f"; $(PY) $$f; done
