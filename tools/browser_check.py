@@ -350,7 +350,8 @@ def main(site: str, shots_dir: str) -> int:
     shots = Path(shots_dir)
     shots.mkdir(parents=True, exist_ok=True)
     exe = find_chromium()
-    pages = ["index.html", "bibliography.html"] + sorted(
+    extra = [p for p in ("instructors.html",) if (root / p).exists()]
+    pages = ["index.html", "bibliography.html", *extra] + sorted(
         str(p.relative_to(root)) for p in (root / "chapters").glob("*.html")
     )
     server, base = serve(root)
