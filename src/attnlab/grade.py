@@ -42,6 +42,7 @@ import copy
 import csv
 import json
 import sys
+import textwrap
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -134,10 +135,11 @@ class Report:
         ]
         for e in self.exercises:
             title = e.title if len(e.title) <= w else e.title[: w - 1] + "…"
-            msg = e.message if len(e.message) <= 160 else e.message[:159] + "…"
-            lines.append(
-                f"{e.number:5s} {title:{w}s} {e.status:13s} {e.seconds:5.1f}s  {msg}"
-            )
+            row = f"{e.number:5s} {title:{w}s} {e.status:13s} {e.seconds:5.1f}s  "
+            # The whole message (the check's case, got, expected, hint), wrapped.
+            msg = textwrap.wrap(e.message, max(40, 110 - len(row))) or [""]
+            lines.append(row + msg[0])
+            lines += [" " * len(row) + m for m in msg[1:]]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(
             f"score: {self.passed}/{self.total} passed  ({self.seconds:.1f} s; limits "
