@@ -185,7 +185,8 @@ def integrity_problems(sub, master) -> tuple[list[str], dict[str, list[int]]]:
                 ]
                 seen = f"; found {near!r}" if near else ""
                 problems.append(
-                    f"{name}: the check cell {src!r} was edited or removed{seen}"
+                    f"{name}: the check cell {src!r} was edited or removed (or the "
+                    f"notebook is from another version of the course){seen}"
                 )
         mapping[ex.label] = found
     return problems, mapping
