@@ -91,7 +91,8 @@ def test_finds_chapter_2_exercises_and_their_cells():
 def test_box_options_and_metadata_override():
     box = (
         "## Exercises\n\n````{exercise} Two things\n:label: ex-two\n"
-        ":class: kind-predict kind-transfer minutes-25\n\nPredict, then do it.\n````"
+        ":class: kind-predict kind-transfer minutes-25\n\nPredict, then do it.\n"
+        "```python\nx = 1\n```\n````"
     )
     nb = {
         "cells": [
@@ -106,7 +107,7 @@ def test_box_options_and_metadata_override():
     nb["cells"][5]["metadata"] = {"attnlab": {"exercise": "ex-two"}}
     first, second = exercises.find_exercises(nb)
     assert (first.label, first.title, first.number) == ("ex-two", "Two things", "4.1")
-    assert first.text == "Predict, then do it."
+    assert first.text == "Predict, then do it.\n```python\nx = 1\n```"
     assert first.checks == ["a", "b", "c"] and first.check_cells == [3, 5]
     assert first.work_cells == [2]
     assert exercises.kinds(first) == (["predict", "transfer"], False)

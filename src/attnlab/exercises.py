@@ -117,11 +117,9 @@ def _boxes(text: str) -> list[tuple[str, str, str, list[str]]]:
         label, classes, body = "", [], []
         in_options = True
         for line in rest:
-            if line.strip() == fence or (
-                line.strip().startswith(fence[0] * 3)
-                and set(line.strip()) == {fence[0]}
-            ):
-                break
+            bare = line.strip()
+            if bare and set(bare) == {fence[0]} and len(bare) >= len(fence):
+                break  # the box's closing fence (a nested ``` block is shorter)
             opt = _OPTION.match(line) if in_options else None
             if opt:
                 if opt.group(1) == "label":
