@@ -257,7 +257,10 @@ def test_a_killed_kernel_costs_one_exercise_and_the_state_is_rebuilt(tmp_path):
         **FAST,
     )
     first, second = report.exercises
-    assert (first.status, first.message) == ("errored", "cell 3 killed the kernel")
+    assert (first.status, first.message) == (
+        "errored",
+        "cell 3 (import os) killed the kernel",
+    )
     # The second exercise runs in a new kernel that re-ran the cells before it.
     assert second.status == "not attempted", report.to_text()
     assert any("kernel died" in n for n in report.notes)

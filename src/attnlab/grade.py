@@ -41,6 +41,7 @@ import contextlib
 import copy
 import csv
 import json
+import subprocess
 import sys
 import textwrap
 import time
@@ -297,7 +298,9 @@ class _Runner:
 
     def start(self) -> None:
         self.client.km = self.client.create_kernel_manager()
-        self.client.start_new_kernel(env=self.env)
+        # The kernel process's own log (start-up chatter) is not the student's
+        # output, which comes back through the cells; keep it off the report.
+        self.client.start_new_kernel(env=self.env, stderr=subprocess.DEVNULL)
         self.client.start_new_kernel_client()
         self.alive = True
         for i in self.replay:
@@ -404,7 +407,14 @@ def _check_outcome(run: CellRun) -> tuple[str, str]:
     return MARKS[line[0]], line[1:].strip()
 
 
-def _exercise_result(ex: Exercise, checks: list[int], runs: dict) -> ExerciseResult:
+def _where(nb, i: int) -> str:
+    """A cell as an instructor finds it: its index and its first line of code."""
+    first = next((ln for ln in cell_source(nb.cells[i]).splitlines() if ln.strip()), "")
+    first = first if len(first) <= 40 else first[:39] + "…"
+    return f"cell {i} ({first.strip()})"
+
+
+def _exercise_result(nb, ex: Exercise, checks: list[int], runs: dict) -> ExerciseResult:
     own = sorted(set(ex.work_cells + ex.solution_cells + ex.check_cells) - set(checks))
     seconds = sum(runs[i].seconds for i in own + checks if i in runs)
     outcomes = [_check_outcome(runs[i]) for i in checks]
@@ -420,12 +430,13 @@ def _exercise_result(ex: Exercise, checks: list[int], runs: dict) -> ExerciseRes
         hit = [(i, r) for i, r in bad if r.status == kind]
         if hit:
             i, r = hit[0]
-            result.status, result.message = status, f"cell {i} {r.detail}"
+            result.status, result.message = status, f"{_where(nb, i)} {r.detail}"
             return result
     errors = [(i, r) for i, r in bad if r.status == "error"]
     if errors:
         i, r = errors[0]
-        result.status, result.message = "errored", f"cell {i} raised {r.detail}"
+        result.status = "errored"
+        result.message = f"{_where(nb, i)} raised {r.detail}"
         return result
     for status in ("timed out", "errored", "failed"):
         hit = [m for s, m in outcomes if s == status]
@@ -495,14 +506,16 @@ def grade(
                 limit = exercise_timeout if i in owner else cell_timeout
                 runs[i] = run = runner.run(i, strict=i in strict, timeout=limit)
                 if i not in owner and run.status != "ok":
-                    report.notes.append(f"cell {i} (not in an exercise): {run.detail}")
+                    report.notes.append(
+                        f"{_where(sub, i)}, outside the exercises: {run.detail}"
+                    )
         finally:
             runner.stop()
     report.notes += runner.notes
     report.seconds = time.monotonic() - start
     for ex in exercises:
         if ex.label in mapping:
-            report.exercises.append(_exercise_result(ex, mapping[ex.label], runs))
+            report.exercises.append(_exercise_result(sub, ex, mapping[ex.label], runs))
     if executed:
         import nbformat
 
