@@ -37,3 +37,54 @@ def test_student_notebook_is_generated_from_its_chapter(chapter):
 
 def test_published_student_edition_holds_no_solution():
     assert student.verify(ROOT / "student") == []
+
+
+def _fake_app():
+    from types import SimpleNamespace
+
+    options = {
+        "repository_url": "https://github.com/org/course",
+        "repository_branch": "main",
+        "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    }
+    return SimpleNamespace(
+        config=SimpleNamespace(html_theme_options=options),
+        srcdir=str(ROOT),
+        env=SimpleNamespace(found_docs={f"chapters/{p.stem}" for p in CHAPTERS}),
+    )
+
+
+def _header():
+    return {
+        "pathto": lambda path, flag: "../" + path,
+        "header_buttons": [
+            {"label": "download-buttons", "buttons": [{"label": "ipynb"}]},
+            {"label": "launch-buttons", "buttons": [{"label": "colab"}]},
+        ],
+    }
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_page_links_its_student_notebook(chapter):
+    from tools import student_links
+
+    context = _header()
+    student_links.add_buttons(
+        _fake_app(), f"chapters/{chapter.stem}", "page.html", context, None
+    )
+    download, launch = (g["buttons"] for g in context["header_buttons"])
+    assert download[1]["url"] == f"../student/{chapter.name}"
+    colab = launch[-1]["url"]
+    assert colab == (
+        "https://colab.research.google.com/github/org/course/blob/main/"
+        f"student/{chapter.name}"
+    )
+    assert (ROOT / "student" / chapter.name).is_file()  # what Colab will open
+
+
+def test_other_pages_get_no_student_links():
+    from tools import student_links
+
+    context = _header()
+    student_links.add_buttons(_fake_app(), "bibliography", "page.html", context, None)
+    assert context == {**_header(), "pathto": context["pathto"]}

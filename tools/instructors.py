@@ -93,8 +93,11 @@ def chapter_title(nb) -> str:
     return "?"
 
 
-def table(paths: list[Path], link: bool = True) -> str:
-    """The exercise table of the given chapter notebooks, as MyST Markdown."""
+def table(paths: list[Path], link: bool = True, hand_out=None) -> str:
+    """The exercise table of the given chapter notebooks, as MyST Markdown.
+
+    ``hand_out(stem)`` gives the Markdown line with the links to hand out for a
+    chapter (its student notebook), or nothing."""
     from attnlab import exercises as exs
 
     out = []
@@ -105,6 +108,8 @@ def table(paths: list[Path], link: bool = True) -> str:
         page = f"chapters/{path.stem}"
         out.append(f"### {{doc}}`{title} </{page}>`" if link else f"### {title}")
         out.append("")
+        if hand_out is not None:
+            out += [hand_out(path.stem), ""]
         if not found:
             out += ["No exercises yet.", ""]
             continue
@@ -154,7 +159,21 @@ def _directive():
             ]
             for p in paths:
                 self.env.note_dependency(str(p))
-            text = table(paths)
+            from tools import student_links
+
+            up = "../" * self.env.docname.count("/")
+
+            def hand_out(stem: str) -> str:
+                # Raw HTML: the site's copy (tools/student_links.py writes it), not a
+                # Sphinx download of the source tree's file.
+                line = (
+                    f'Hand out: <a href="{up}{student_links.FOLDER}/{stem}.ipynb" '
+                    "download>the student notebook (.ipynb)</a>"
+                )
+                url = student_links.colab_url(self.env.app, stem)
+                return line + (f" or [open it in Colab]({url})" if url else "") + "."
+
+            text = table(paths, hand_out=hand_out)
             node = nodes.container()
             self.state.nested_parse(StringList(text.splitlines()), 0, node)
             return node.children
