@@ -145,6 +145,11 @@ def test_an_edited_check_is_refused_and_not_run(tmp_path):
     assert report.exercises == [] and report.seconds == 0.0
     assert len(report.integrity) == 1 and ex.label in report.integrity[0]
     assert "REFUSED" in report.to_text()
+    # The command line reports it too, and says so in its exit status.
+    out = tmp_path / "out"
+    assert grade.main([str(tmp_path / CHAPTER.name), "--out", str(out)]) == 1
+    data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
+    assert data["status"] == "refused" and data["exercises"] == []
 
 
 def test_a_removed_check_or_box_is_refused():
@@ -198,7 +203,9 @@ def test_master_notebook_gets_full_marks(tmp_path):
 def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
     path = _write(tmp_path, _student_edition())
     out = tmp_path / "reports"
-    assert grade.main([str(path), "--out", str(out), "--exercise-timeout", "8"]) == 0
+    gradebook = tmp_path / "grades.csv"
+    args = [str(path), "--out", str(out), "--exercise-timeout", "8"]
+    assert grade.main([*args, "--csv", str(gradebook)]) == 0
     data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
     assert data["status"] == "graded"
     assert data["score"] == {"passed": 0, "total": len(data["exercises"])}
@@ -206,6 +213,10 @@ def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
     for e in data["exercises"]:
         assert e["status"] == "not attempted", e
         assert "not implemented yet" in e["message"]
+    n = data["score"]["total"]
+    header, row = gradebook.read_text().splitlines()
+    assert header.startswith("submission,status,passed,total,2.1,")
+    assert row.endswith(f",graded,0,{n}," + ",".join(["not attempted"] * n))
     text = (out / f"{CHAPTER.stem}.grade.txt").read_text()
     assert text.count("not attempted") == data["score"]["total"]
     assert "score: 0/" in text

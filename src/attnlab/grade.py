@@ -118,6 +118,9 @@ class Report:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["seconds"] = round(self.seconds, 2)
+        for e in d["exercises"]:
+            e["seconds"] = round(e["seconds"], 2)
         d["score"] = {"passed": self.passed, "total": self.total}
         d["counts"] = {s: sum(e.status == s for e in self.exercises) for s in STATUSES}
         return d
