@@ -37,120 +37,39 @@ with the executed notebook (``--save-executed``) at hand.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import csv
 import json
-import subprocess
 import sys
-import textwrap
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .exercises import (
+from ..exercises import (
     Exercise,
     cell_source,
     chapter_number,
     find_exercises,
     normalise,
 )
+from .report import STATUSES, ExerciseResult, Report
+from .runner import CellRun, Runner, sliced_zmq_polls
 
-__all__ = ["GradeError", "Report", "grade", "integrity_problems", "main"]
+__all__ = [
+    "STATUSES",
+    "ExerciseResult",
+    "GradeError",
+    "Report",
+    "find_master",
+    "grade",
+    "integrity_problems",
+    "main",
+]
 
-STATUSES = ("passed", "failed", "not attempted", "errored", "timed out")
 MARKS = {"✅": "passed", "❌": "failed", "⏳": "not attempted"}
-
-# Run in the kernel before each published check: strict mode on, and attnlab.check
-# imported afresh from disk (a student's cell may have replaced or patched it).
-PRELUDE = """\
-def _attnlab_grader_prelude():
-    global attnlab
-    import importlib, os, sys
-    os.environ["ATTNLAB_STRICT"] = "1"
-    for name in [m for m in sys.modules if m.split(".")[:2] == ["attnlab", "check"]]:
-        del sys.modules[name]
-    attnlab = importlib.import_module("attnlab")
-    importlib.import_module("attnlab.check")
-_attnlab_grader_prelude()
-del _attnlab_grader_prelude"""
-# ... and after it: the student's own cells run as they ran for the student.
-POSTLUDE = 'import os as _os\n_os.environ["ATTNLAB_STRICT"] = "0"\ndel _os'
-PROBE_TIMEOUT = 20  # seconds an interrupted kernel gets to answer before a restart
 
 
 class GradeError(Exception):
     """A submission that cannot be graded at all (unreadable, no master found)."""
-
-
-@dataclass
-class ExerciseResult:
-    number: str  # "2.1"
-    label: str  # "ex-recipe-additive"
-    title: str
-    checks: list[str]
-    status: str  # one of STATUSES
-    message: str  # the check's line, or what went wrong
-    seconds: float  # time spent in the exercise's cells
-
-
-@dataclass
-class Report:
-    submission: str
-    master: str
-    status: str  # "graded" or "refused"
-    integrity: list[str]  # why a notebook was refused (empty when graded)
-    exercises: list[ExerciseResult] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # cells outside exercises
-    seconds: float = 0.0
-    cell_timeout: float = 0.0
-    exercise_timeout: float = 0.0
-    time_limit: float = 0.0
-
-    @property
-    def passed(self) -> int:
-        return sum(e.status == "passed" for e in self.exercises)
-
-    @property
-    def total(self) -> int:
-        return len(self.exercises)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["seconds"] = round(self.seconds, 2)
-        for e in d["exercises"]:
-            e["seconds"] = round(e["seconds"], 2)
-        d["score"] = {"passed": self.passed, "total": self.total}
-        d["counts"] = {s: sum(e.status == s for e in self.exercises) for s in STATUSES}
-        return d
-
-    def to_text(self) -> str:
-        head = f"{self.submission}  (master: {self.master})"
-        if self.status == "refused":
-            lines = [head, "REFUSED: the published check cells were changed"]
-            lines += [f"  - {p}" for p in self.integrity]
-            return "\n".join(lines) + "\n"
-        w = max([len(e.title) for e in self.exercises] + [8])
-        w = min(w, 40)
-        lines = [
-            head,
-            f"{'#':5s} {'exercise':{w}s} {'status':13s} {'time':>6s}  details",
-        ]
-        for e in self.exercises:
-            title = e.title if len(e.title) <= w else e.title[: w - 1] + "…"
-            row = f"{e.number:5s} {title:{w}s} {e.status:13s} {e.seconds:5.1f}s  "
-            # The whole message (the check's case, got, expected, hint), wrapped.
-            msg = textwrap.wrap(e.message, max(40, 110 - len(row))) or [""]
-            lines.append(row + msg[0])
-            lines += [" " * len(row) + m for m in msg[1:]]
-        lines += [f"note: {n}" for n in self.notes]
-        lines.append(
-            f"score: {self.passed}/{self.total} passed  ({self.seconds:.1f} s; limits "
-            f"{self.exercise_timeout:g} s per exercise cell, {self.cell_timeout:g} s "
-            f"per other cell, {self.time_limit:g} s in all)"
-        )
-        return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------ integrity
@@ -223,170 +142,6 @@ def find_master(sub, sub_path: Path, master: Path | None = None) -> Path:
         f"{sub_path}: cannot tell which chapter this is (no {sub_path.name} in "
         f"{folder}, title number {n}); pass --master"
     )
-
-
-# ------------------------------------------------------------------ execution
-
-
-@dataclass
-class CellRun:
-    status: str  # "ok", "error", "timeout", "dead", "not run"
-    detail: str = ""  # "ZeroDivisionError: division by zero", ...
-    seconds: float = 0.0
-    text: str = ""  # what the cell printed
-
-
-def _printed(cell) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append(out.get("text", ""))
-        elif out.get("output_type") == "error":
-            parts.append(f"{out.get('ename')}: {out.get('evalue')}")
-    return "".join(parts) if all(isinstance(p, str) for p in parts) else ""
-
-
-@contextlib.contextmanager
-def _sliced_zmq_polls(slice_s: float = 0.2):
-    """Poll the kernel's sockets in short slices while grading.
-
-    The same workaround as the book build's ``tools/zmq_poll.py``: a missed pyzmq
-    asyncio wake-up would otherwise make a fast cell wait for its whole time limit.
-    """
-    from queue import Empty
-
-    from jupyter_client.channels import AsyncZMQSocketChannel
-
-    original = AsyncZMQSocketChannel.get_msg
-
-    async def get_msg(self, timeout=None):
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = (
-                slice_s if deadline is None else max(0.0, deadline - time.monotonic())
-            )
-            if await self.socket.poll(int(min(slice_s, left) * 1000)):
-                return await self._recv()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise Empty
-
-    AsyncZMQSocketChannel.get_msg = get_msg
-    try:
-        yield
-    finally:
-        AsyncZMQSocketChannel.get_msg = original
-
-
-class _Runner:
-    """Executes cells one by one in a kernel, restarting it when it dies or hangs."""
-
-    def __init__(self, nb, path: Path, kernel: str, cell_timeout: float, limit: float):
-        import nbclient
-
-        self.nb = nb
-        self.cell_timeout = cell_timeout
-        self.deadline = time.monotonic() + limit
-        self.client = nbclient.NotebookClient(
-            nb,
-            timeout=int(cell_timeout),
-            kernel_name=kernel,
-            allow_errors=False,
-            interrupt_on_timeout=True,  # then _exec's error_on_timeout is the reply
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        self.env = {**__import__("os").environ, "ATTNLAB_STRICT": "0"}
-        self.replay: list[int] = []  # cells that succeeded: re-run after a restart
-        self.notes: list[str] = []
-        self.alive = False
-
-    def start(self) -> None:
-        self.client.km = self.client.create_kernel_manager()
-        # The kernel process's own log (start-up chatter) is not the student's
-        # output, which comes back through the cells; keep it off the report.
-        self.client.start_new_kernel(env=self.env, stderr=subprocess.DEVNULL)
-        self.client.start_new_kernel_client()
-        self.alive = True
-        for i in self.replay:
-            run = self._scratch(copy.deepcopy(self.nb.cells[i]), self.cell_timeout)
-            if run.status != "ok":
-                self.notes.append(
-                    f"after a kernel restart, re-running cell {i} gave {run.status}: "
-                    f"{run.detail}"
-                )
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.client._cleanup_kernel()
-        self.client.km = self.client.kc = None
-        self.alive = False
-
-    def _exec(self, cell, index: int, timeout: float | None = None) -> CellRun:
-        from nbclient.exceptions import CellExecutionError, DeadKernelError
-
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            return CellRun("not run", "the notebook's time limit ran out")
-        self.client.timeout = limit = max(
-            1, int(min(timeout or self.cell_timeout, left))
-        )
-        self.client.error_on_timeout = {
-            "ename": "CellTimeoutError",
-            "evalue": f"ran past its {limit} s limit and was interrupted",
-            "traceback": [],
-        }
-        start = time.monotonic()
-        try:
-            self.client.execute_cell(cell, index)
-        except CellExecutionError as err:
-            took = time.monotonic() - start
-            if err.ename == "CellTimeoutError":
-                return CellRun("timeout", err.evalue, took, _printed(cell))
-            return CellRun("error", f"{err.ename}: {err.evalue}", took, _printed(cell))
-        except DeadKernelError:
-            self.alive = False
-            return CellRun("dead", "killed the kernel", time.monotonic() - start)
-        return CellRun("ok", "", time.monotonic() - start, _printed(cell))
-
-    def run(self, index: int, strict: bool = False, timeout=None) -> CellRun:
-        """Run notebook cell ``index`` (a published check when ``strict``)."""
-        if not self.alive:
-            self.start()
-        cell = self.nb.cells[index]
-        if strict:
-            self._hidden(PRELUDE)
-        run = self._exec(cell, index, timeout)
-        if run.status == "timeout":
-            # The kernel was interrupted; make sure it answers again, else restart.
-            if self._hidden("pass", PROBE_TIMEOUT).status != "ok":
-                self.notes.append(f"cell {index}: the kernel hung; restarted it")
-                self.stop()
-        elif run.status == "dead":
-            self.notes.append(f"cell {index}: the kernel died; restarted it")
-            self.stop()
-        if strict and self.alive:
-            self._hidden(POSTLUDE)
-        if run.status == "ok" and not strict:
-            self.replay.append(index)
-        return run
-
-    def _hidden(self, code: str, timeout: float | None = None) -> CellRun:
-        import nbformat
-
-        run = self._scratch(nbformat.v4.new_code_cell(code), timeout)
-        if run.status == "dead":
-            self.stop()
-        return run
-
-    def _scratch(self, cell, timeout: float | None) -> CellRun:
-        """Run a cell that is not the notebook's (nbclient stores a cell it ran at its
-        index in ``client.nb``, so it gets a one-cell notebook of its own)."""
-        import nbformat
-
-        nb, self.client.nb = self.client.nb, nbformat.v4.new_notebook(cells=[cell])
-        try:
-            return self._exec(cell, 0, timeout or self.cell_timeout)
-        finally:
-            self.client.nb = nb
 
 
 def _check_outcome(run: CellRun) -> tuple[str, str]:
@@ -499,9 +254,9 @@ def grade(
         for i in ex.work_cells + ex.solution_cells + ex.check_cells:
             owner[i] = ex
     start = time.monotonic()
-    runner = _Runner(sub, path, kernel, cell_timeout, time_limit)
+    runner = Runner(sub, path, kernel, cell_timeout, time_limit)
     runs: dict[int, CellRun] = {}
-    with _sliced_zmq_polls():
+    with sliced_zmq_polls():
         try:
             for i, cell in enumerate(sub.cells):
                 if cell.cell_type != "code" or not cell_source(cell).strip():
@@ -616,7 +371,3 @@ def main(argv: list[str] | None = None) -> int:
             w.writerows(rows)
         print(f"gradebook: {args.csv}")
     return 1 if refused else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
