@@ -250,7 +250,9 @@ def test_wrong_answer_crash_and_infinite_loop_each_cost_one_exercise(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_kernel_costs_one_exercise_and_the_state_is_rebuilt(tmp_path):
+def test_killed_kernel_costs_one_exercise_state_rebuilt_checks_not_replaceable(
+    tmp_path,
+):
     src = _student_edition()
     found = exercises.find_exercises(src)[:2]
     box = [src["cells"][ex.box_cell] for ex in found]
@@ -259,7 +261,14 @@ def test_a_killed_kernel_costs_one_exercise_and_the_state_is_rebuilt(tmp_path):
     title = {"cell_type": "markdown", "metadata": {}, "source": "# 2. Tiny"}
     cells = [_code("import attnlab\nSTATE = 41"), title]
     cells += [box[0], _code("import os\n\nos._exit(1)"), stub[0], check[0]]
-    cells += [box[1], _code("assert STATE == 41"), stub[1], check[1]]
+    # The second exercise also tries to cheat: strict mode off, the check replaced.
+    name = found[1].checks[0]
+    cheat = (
+        "assert STATE == 41\nimport os\n\n"
+        'os.environ["ATTNLAB_STRICT"] = "0"\n'
+        f"attnlab.check.{name} = lambda fn: print('✅ {name}: all 6 cases passed')"
+    )
+    cells += [box[1], _code(cheat), stub[1], check[1]]
     nb = {**src, "cells": copy.deepcopy(cells)}
     master = {**src, "cells": copy.deepcopy(cells)}
     report = grade.grade(
@@ -272,6 +281,8 @@ def test_a_killed_kernel_costs_one_exercise_and_the_state_is_rebuilt(tmp_path):
         "errored",
         "cell 3 (import os) killed the kernel",
     )
-    # The second exercise runs in a new kernel that re-ran the cells before it.
+    # The second exercise runs in a new kernel that re-ran the cells before it, and
+    # its check is the real one, in strict mode.
     assert second.status == "not attempted", report.to_text()
+    assert second.message.endswith("not implemented yet")
     assert any("kernel died" in n for n in report.notes)
