@@ -19,7 +19,7 @@ export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help venv book test lint unit notebooks stripped student student-check \
-        browser vendor bench clean grade
+        browser vendor bench clean
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
@@ -96,6 +96,7 @@ browser: book
 	$(PY) tools/browser_check.py _build/html _build/shots
 
 # Grade a student's notebook: make grade NB=path/to/submission.ipynb [GRADE_ARGS=...]
+.PHONY: grade
 grade: $(STAMP)
 	@if [ -z "$(NB)" ]; then echo "usage: make grade NB=submission.ipynb"; exit 2; fi
 	$(PY) -m attnlab.grade $(NB) $(GRADE_ARGS)

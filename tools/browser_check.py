@@ -11,15 +11,16 @@ ran, it asserts:
 * chapter pages carry the Colab launch button, show exercise boxes, and keep every
   solution collapsed in a dropdown; the bibliography lists entries;
 * no page loads a script or stylesheet from another host (it must work offline).
-* every chapter page links its student notebook (download: the file is in the site and
-  holds no solution) and opens it in Colab from ``student/`` of the repository, which
-  must hold that file (:func:`student_link_problems`).
 
 Screenshots go to the shots folder: the top of each page, and on chapter pages the first
 widget and the first exercise with its (collapsed) solution.
 
 Chromium is Debian's ``chromium`` package; if it is missing and we are root with apt-get,
 it is installed, otherwise the check stops with a message saying how (never passes).
+
+The student edition: every chapter page must link its student notebook, as a download
+(the file is in the site and holds no solution) and in Colab (``student/`` of the
+repository must hold the file Colab opens); see :func:`student_link_problems`.
 """
 
 from __future__ import annotations
