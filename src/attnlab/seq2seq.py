@@ -34,9 +34,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import attend
 from .data import Vocab
+from .decoding import greedy_decode
 from .masking import padding_mask
 from .scoring import get_scorer
-from .train import token_loss
 
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
@@ -53,9 +53,8 @@ class Seq2SeqConfig:
     d_hidden: int = 64  # encoder GRU size per direction; annotations are 2 * d_hidden
     attention: str | None = "additive"  # None, "additive", "dot" or "bilinear"
     d_attn: int = 64  # hidden size of the additive scorer
-    style: str = (
-        "bahdanau"  # where attention sits: "bahdanau" (query s_{t-1}) or "luong"
-    )
+    # where attention sits: "bahdanau" (query s_{t-1}) or "luong" (query s_t)
+    style: str = "bahdanau"
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -235,37 +234,39 @@ class Seq2Seq(nn.Module):
         annotations, summary, mask = self.encode(src, src_lengths)
         return self.decoder(tgt_in, annotations, mask, summary)
 
-    def loss(self, batch) -> torch.Tensor:
-        """Mean token cross-entropy of a :class:`attnlab.data.Batch` (teacher forcing)."""
-        logits, _ = self(batch.src, batch.src_lengths, batch.tgt_in)
-        return token_loss(logits, batch.tgt_out)
+    pad_id, bos_id, eos_id = Vocab.pad_id, Vocab.bos_id, Vocab.eos_id
+
+    def logits(self, batch) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
+        return self(batch.src, batch.src_lengths, batch.tgt_in)[0]
+
+    def step(self, src, src_lengths, weights: bool = False) -> _GRUStep:
+        """A decoding step for these sources (see :mod:`attnlab.decoding`).
+
+        It keeps the decoder state between calls, reads only the newest token of the
+        prefix, and follows beam search's re-selection through ``reorder(rows)``.
+        With ``weights=True`` it returns ``(log-probs (N, V), weights (N, S))``.
+        """
+        annotations, summary, mask = self.encode(src, src_lengths)
+        return _GRUStep(self.decoder, annotations, summary, mask, weights)
 
     @torch.no_grad()
     def greedy(self, src, src_lengths, max_len: int = 50):
         """Greedy decoding: ids (B, T) ending in ``<eos>`` then ``<pad>``, weights.
 
         ``weights`` (B, T, S) is where the decoder looked to write each output token
-        (zeros after ``<eos>``), or None without attention. ``T <= max_len``.
+        (zeros after ``<eos>``), or None without attention. ``T <= max_len``. The loop
+        is :func:`attnlab.decoding.greedy_decode`.
         """
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
-        annotations, summary, mask = self.encode(src, src_lengths)
-        B, S = src.shape
-        s = self.decoder.start(summary)
-        y = torch.full((B,), Vocab.bos_id, dtype=torch.long, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
-        ids, weights = [], []
-        for _ in range(max_len):
-            logits, s, w = self.decoder.step(y, s, annotations, mask, summary)
-            y = logits.argmax(-1).masked_fill(done, Vocab.pad_id)  # (B,)
-            ids.append(y)
-            if w is not None:
-                weights.append(w.masked_fill(done[:, None], 0.0))
-            done = done | (y == Vocab.eos_id)
-            if bool(done.all()):
-                break
-        w = torch.stack(weights, dim=1) if weights else None
-        return torch.stack(ids, dim=1), w  # (B, T), (B, T, S)
+        want = self.decoder.scorer is not None
+        step = self.step(src, src_lengths, weights=want)
+        B, special = src.shape[0], (self.bos_id, self.eos_id)
+        out = greedy_decode(
+            step, B, *special, max_len, self.pad_id, src.device, return_weights=want
+        )
+        return out if want else (out, None)  # (B, T), (B, T, S) or None
 
     @torch.no_grad()
     def translate(self, task, text, max_len: int | None = None) -> dict:
@@ -290,3 +291,29 @@ class Seq2Seq(nn.Module):
             "target": batch.tgt_tokens[0],
             "correct": out == batch.tgt_tokens[0],
         }
+
+
+class _GRUStep:
+    """The decoder as a :mod:`attnlab.decoding` step: state kept between calls."""
+
+    def __init__(self, decoder: Decoder, annotations, summary, mask, weights: bool):
+        self.decoder, self.weights = decoder, weights
+        self.annotations, self.summary, self.mask = annotations, summary, mask
+        self.s = decoder.start(summary)  # (N, D)
+
+    def __call__(self, prefix: torch.Tensor):
+        """prefix (N, t) -> log-probs (N, V) [, weights (N, S)]; reads prefix[:, -1]."""
+        args = (self.annotations, self.mask, self.summary)
+        logits, self.s, w = self.decoder.step(prefix[:, -1], self.s, *args)
+        logp = logits.log_softmax(-1)  # (N, V)
+        if not self.weights:
+            return logp
+        if w is None:  # no attention: nothing was looked at
+            w = self.annotations.new_zeros(self.annotations.shape[:2])  # (N, S)
+        return logp, w
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the state of the surviving beams ``rows (K,)``."""
+        self.s = self.s[rows]  # (K, D)
+        self.annotations = self.annotations[rows]
+        self.summary, self.mask = self.summary[rows], self.mask[rows]

@@ -18,6 +18,7 @@ import torch
 
 from ..attention import attend
 from ..scoring import AdditiveScore
+from ..toys import RECIPE_KEYS
 from ._core import Case, CheckResult, run_check
 
 __all__ = ["additive_score", "attend_with_mask", "winning_key"]
@@ -162,8 +163,8 @@ def attend_with_mask(fn: Callable) -> CheckResult:
     return run_check("attend_with_mask", fn, cases)
 
 
-# The keys of the chapter's widget: (1, 0), (0, 1.2), (-1, -0.3), (1.6, 1.6).
-WIDGET_KEYS = torch.tensor([[1.0, 0.0], [0.0, 1.2], [-1.0, -0.3], [1.6, 1.6]])
+# The keys of the chapter's widget (one copy, in attnlab.toys).
+WIDGET_KEYS = RECIPE_KEYS
 
 
 def _winner_reference(angle: float, keys: torch.Tensor, length: float = 1e4) -> int:
