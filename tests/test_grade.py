@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnlab import exercises, grade
+from tools import student
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "02_attention_recipe.ipynb"
-sys.path.insert(0, str(ROOT))
-
-from tools import student  # noqa: E402
 
 # Time limits for the tests, generous for a loaded machine; the infinite loop's test
 # uses a short one of its own (LOOP) so that it costs little.

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from attnlab import exercises
+from tools import instructors
 
-from attnlab import exercises  # noqa: E402
-from tools import instructors  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 

@@ -4,15 +4,13 @@ makes of ``chapters/`` (Colab opens it from the repository, so it is committed).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tools import student
 
-from tools import student  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 STALE = "run `python tools/student.py chapters student` (or `make book`) and commit"
