@@ -196,8 +196,9 @@ def minutes(ex: Exercise, nb) -> tuple[int, bool]:
     """A time estimate in minutes and whether it was estimated (not the author's).
 
     Declared with ``:class: minutes-N``. Otherwise: 5 minutes to read the task, 2 per
-    line of solution code (blank lines and comments not counted), 10 more to write a
-    prediction first, rounded up to 5 minutes. A rule of thumb, shown as such.
+    line of solution code (blank lines, comments and the master's own ``assert`` lines
+    not counted), 10 more to write a prediction first, rounded up to 5 minutes. A rule
+    of thumb, shown as such.
     """
     for c in ex.classes:
         if c.startswith("minutes-") and c[8:].isdigit():
@@ -209,7 +210,7 @@ def minutes(ex: Exercise, nb) -> tuple[int, bool]:
             lines += sum(
                 1
                 for line in cell_source(cell).splitlines()
-                if line.strip() and not line.strip().startswith("#")
+                if line.strip() and not line.strip().startswith(("#", "assert"))
             )
     estimate = 5 + 2 * lines + (10 if "predict" in kinds(ex)[0] else 0)
     return int(5 * math.ceil(estimate / 5)), True
