@@ -185,3 +185,25 @@ def test_beam_search_drives_the_stateful_gru_step(attention, style):
         logp = model(b.src, b.src_lengths, tgt[:, :-1])[0].log_softmax(-1)
         want = logp[0].gather(-1, tgt[0, 1:, None]).sum().item()
         assert score == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("mapping", ["sparsemax", "entmax15"])
+def test_sparse_mapping_gives_exact_zeros_and_rows_on_the_simplex(mapping):
+    from attnlab.data import ReversalTask
+
+    task = ReversalTask(lengths=(3, 8), distinct=True)
+    V = len(task.src_vocab)
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(V, V, attention="dot", style="luong", mapping=mapping)
+    model = Seq2Seq(cfg)
+    batch = task.batch(6, lengths=(3, 8), seed=0)
+    _, w = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
+    assert (w[~batch.src_mask[:, None, :].expand_as(w)] == 0).all()  # padding
+    # sparse mappings leave exact zeros on real tokens too (softmax never does)
+    assert (w[batch.src_mask[:, None, :].expand_as(w)] == 0).any()
+
+
+def test_unknown_mapping_is_rejected():
+    with pytest.raises(ValueError, match="mapping"):
+        Seq2SeqConfig(10, 10, mapping="sigmoid")

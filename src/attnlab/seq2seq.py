@@ -16,9 +16,12 @@ needs a *context* ``c_t``:
   ``dot`` or ``bilinear`` (the "dot" and "general" scores of Luong et al., 2015).
 
 Then ``s_t = GRU([emb(y_{t-1}); c_t], s_{t-1})`` and the next-token logits are a linear
-map of ``[s_t; c_t; emb(y_{t-1})]``. (Luong et al. query with ``s_t`` after the GRU
-step instead of ``s_{t-1}``; we keep Bahdanau's order for every scorer, so the scorers
-can be compared with all else equal.)
+map of ``[s_t; c_t; emb(y_{t-1})]``. That is ``style="bahdanau"``, for every scorer.
+``style="luong"`` is a simplified Luong-style variant: the GRU reads
+``[emb(y_{t-1}); summary]``, its new state ``s_t`` is the query, and ``c_t`` only feeds
+the output layer. Only "query ``s_t``, attention after the RNN step" is Luong et al.'s;
+their decoder does not read the summary at every step, combines ``c_t`` and ``s_t`` as
+``tanh(W_c [c_t; s_t])`` and feeds that back into the RNN (input feeding).
 
 Shapes: B batch, S source positions, T target positions, D = ``2 * d_hidden`` the
 annotation size (also the decoder state size), V vocabulary size.
@@ -35,12 +38,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .attention import attend
 from .data import Vocab
 from .decoding import greedy_decode
+from .mappings import entmax15, softmax, sparsemax
 from .masking import padding_mask
 from .scoring import get_scorer
 
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
 ATTENTIONS = (None, "additive", "dot", "bilinear")
+MAPPINGS = {"softmax": softmax, "sparsemax": sparsemax, "entmax15": entmax15}
 
 
 @dataclass
@@ -55,11 +60,16 @@ class Seq2SeqConfig:
     d_attn: int = 64  # hidden size of the additive scorer
     # where attention sits: "bahdanau" (query s_{t-1}) or "luong" (query s_t)
     style: str = "bahdanau"
+    mapping: str = "softmax"  # scores -> weights: "softmax", "sparsemax" or "entmax15"
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(
                 f"attention must be one of {ATTENTIONS}, got {self.attention!r}"
+            )
+        if self.mapping not in MAPPINGS:
+            raise ValueError(
+                f"mapping must be one of {tuple(MAPPINGS)}, got {self.mapping!r}"
             )
         if self.style not in ("bahdanau", "luong"):
             raise ValueError(f"style must be 'bahdanau' or 'luong', got {self.style!r}")
@@ -111,9 +121,9 @@ class Decoder(nn.Module):
 
     * ``"bahdanau"``: query ``s_{t-1}``; ``c_t`` enters the GRU step. Sequential, so
       teacher forcing runs a Python loop over the T steps.
-    * ``"luong"``: the GRU first reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the
-      query. Teacher forcing runs the GRU over all steps at once and attends for all T
-      queries in one call: several times faster on a CPU.
+    * ``"luong"``: a simplified Luong-style variant (no input feeding): the GRU first
+      reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the query. Teacher forcing runs
+      the GRU over all steps at once and attends for all T queries in one call.
     """
 
     def __init__(
@@ -124,9 +134,11 @@ class Decoder(nn.Module):
         attention: str | None,
         d_attn: int,
         style: str = "bahdanau",
+        mapping: str = "softmax",
     ):
         super().__init__()
         self.attention, self.style = attention, style
+        self.mapping = MAPPINGS[mapping]  # scores -> weights on the simplex
         self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
         self.init = nn.Linear(d, d)  # summary -> s_0
         self.rnn = nn.GRU(d_emb + d, d, batch_first=True)  # input [emb; c or summary]
@@ -157,6 +169,7 @@ class Decoder(nn.Module):
             annotations,  # keys (B, S, D)
             annotations,  # values (B, S, D)
             score=self.scorer,
+            mapping=self.mapping,
             mask=mask[:, None, :],  # (B, 1, S): padding never receives weight
         )  # (B, T, D), (B, T, S)
 
@@ -216,6 +229,7 @@ class Seq2Seq(nn.Module):
             config.attention,
             config.d_attn,
             config.style,
+            config.mapping,
         )
 
     @property
