@@ -37,6 +37,7 @@ help:
 	@echo "make notebooks  the master notebooks under nbval, one at a time, with times"
 	@echo "make student write the student edition (no solutions) to _build/student"
 	@echo "make bench   run the benchmark scripts in bench/"
+	@echo "make grade NB=file.ipynb  grade a student's notebook (attnlab.grade)"
 	@echo "make clean   remove _build and caches (keeps .venv)"
 
 # ---------------------------------------------------------------- environment
@@ -66,6 +67,7 @@ _vendor/.done: tools/vendor_js.sh
 	touch $@
 
 book: $(STAMP) vendor
+	@$(PY) tools/student.py chapters student >/dev/null  # the published student edition
 	@start=$$(date +%s); \
 	$(BIN)/jupyter-book build . --all --builder html -W -n --keep-going; \
 	echo "book built in $$(( $$(date +%s) - start )) s -> _build/html/index.html"
@@ -128,6 +130,12 @@ browser-only:
 	@start=$$(date +%s); \
 	$(PY) tools/browser_check.py _build/html _build/shots; \
 	echo "browser check: $$(( $$(date +%s) - start )) s"
+
+# Grade a student's notebook: make grade NB=path/to/submission.ipynb [GRADE_ARGS=...]
+.PHONY: grade
+grade: $(STAMP)
+	@if [ -z "$(NB)" ]; then echo "usage: make grade NB=submission.ipynb"; exit 2; fi
+	$(PY) -m attnlab.grade $(NB) $(GRADE_ARGS)
 
 bench: $(STAMP)
 	@for f in bench/*.py; do [ -e "$$f" ] || continue; echo "== $$f"; $(PY) $$f; done

@@ -22,6 +22,10 @@ light and the dark theme.
 
 Chromium is Debian's ``chromium`` package; if it is missing and we are root with apt-get,
 it is installed, otherwise the check stops with a message saying how (never passes).
+
+The student edition: every chapter page must link its student notebook, as a download
+(the file is in the site and holds no solution) and in Colab (``student/`` of the
+repository must hold the file Colab opens); see :func:`student_link_problems`.
 """
 
 from __future__ import annotations
@@ -226,6 +230,46 @@ class Browser:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         shutil.rmtree(self.profile, ignore_errors=True)
+
+
+# Run in the page: every link to a student notebook (the header menus).
+STUDENT_LINKS = r"""
+Array.from(document.querySelectorAll('a[href*="student/"]'))
+  .map((a) => ({href: a.href, text: a.textContent.trim()}))
+"""
+
+
+async def student_link_problems(browser: Browser, base: str, rel: str) -> list[str]:
+    """A chapter page must link its student notebook twice: a download from the site
+    (the file exists and holds no solution) and Colab on the repository's
+    ``student/NAME.ipynb`` (the file exists in the repository)."""
+    try:
+        from tools import student
+    except ImportError:  # run as a script: tools/ itself is on sys.path
+        import student
+
+    name = Path(rel).stem
+    links = await browser.evaluate(STUDENT_LINKS) or []
+    wanted = f"student/{name}.ipynb"
+    local = [x["href"] for x in links if x["href"].startswith(base)]
+    colab = [x["href"] for x in links if "colab.research.google.com" in x["href"]]
+    out = []
+    if not any(h.endswith(wanted) for h in local):
+        out.append(f"{rel}: no download link to its student notebook {wanted}")
+    for href in local:
+        try:
+            with urllib.request.urlopen(href) as r:
+                nb = json.load(r)
+        except Exception as err:  # a missing file or not a notebook
+            out.append(f"{rel}: student notebook link {href} is broken ({err})")
+            continue
+        out += [f"{rel}: {p}" for p in student.problems(nb, href)]
+    if not any(h.endswith("/" + wanted) for h in colab):
+        out.append(f"{rel}: no Colab link to the student edition {wanted}")
+    repo = Path(__file__).resolve().parents[1]
+    if colab and not (repo / wanted).is_file():
+        out.append(f"{rel}: Colab would open {wanted}, which the repository lacks")
+    return out
 
 
 def problems(rel: str, p: dict) -> list[str]:
@@ -476,6 +520,8 @@ async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
         for rel in pages:
             probe = await browser.open(f"{base}/{rel}")
             errors += problems(rel, probe)
+            if rel.startswith("chapters/"):
+                errors += await student_link_problems(browser, base, rel)
             name = rel.replace("/", "_").removesuffix(".html")
             await browser.shot(shots / f"{name}.png")
             if probe.get("rendered"):
@@ -513,7 +559,8 @@ def main(site: str, shots_dir: str) -> int:
     shots = Path(shots_dir)
     shots.mkdir(parents=True, exist_ok=True)
     exe = find_chromium()
-    pages = ["index.html", "bibliography.html"] + sorted(
+    extra = [p for p in ("instructors.html",) if (root / p).exists()]
+    pages = ["index.html", "bibliography.html", *extra] + sorted(
         str(p.relative_to(root)) for p in (root / "chapters").glob("*.html")
     )
     server, base = serve(root)

@@ -10,6 +10,7 @@ Instructors keep the master notebooks (chapters/) as the key; students get OUT_D
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,9 +64,13 @@ def write(src: Path, out: Path) -> list[Path]:
         nb = json.loads(path.read_text())
         n_solutions = sum(is_solution(c) for c in nb["cells"])
         target = out / path.name
-        target.write_text(
-            json.dumps(student_notebook(nb), indent=1, ensure_ascii=False)
-        )
+        text = json.dumps(student_notebook(nb), indent=1, ensure_ascii=False)
+        # Only a changed file is rewritten, and atomically: `make book` regenerates the
+        # committed student/ while the unit tests may be reading it (make -j2).
+        if not target.exists() or target.read_text() != text:
+            tmp = target.with_name(f".{target.name}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, target)
         written.append(target)
         print(f"{target}: removed {n_solutions} solution cells")
     return written

@@ -1,0 +1,216 @@
+"""The exercises of a chapter notebook, read from its cells.
+
+A chapter's exercise follows one layout (CONTRIBUTING.md, "Exercises"):
+
+1. a markdown cell with a sphinx-exercise box (```` ```{exercise} Title ```` with
+   ``:label: ex-...``);
+2. cells the student works in (the stub ends in ``raise NotImplementedError``);
+3. the solution: cells tagged ``solution`` (dropped from the student edition);
+4. one or more **check cells**: code cells, not tagged ``solution``, that call
+   ``attnlab.check.<name>(...)``.
+
+Every cell from an exercise box up to the next box belongs to that exercise, so the
+grader and the instructor page key on this structure, not on the prose. A cell may also
+name its exercise explicitly with the metadata ``{"attnlab": {"exercise": "ex-..."}}``.
+
+Optional classes on the box describe it for instructors (``:class: kind-predict
+minutes-20``): ``kind-implement``, ``kind-predict`` (predict, then measure),
+``kind-transfer`` (to a case the page did not show), and ``minutes-N`` (the author's
+time estimate). Without them, :func:`kinds` and :func:`minutes` infer a value and say so.
+
+Works on plain notebook dicts (``json.load``) or nbformat nodes; no Jupyter import.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Exercise",
+    "KINDS",
+    "check_calls",
+    "cell_source",
+    "chapter_number",
+    "find_exercises",
+    "is_check_cell",
+    "is_solution",
+    "kinds",
+    "minutes",
+    "normalise",
+]
+
+SOLUTION_TAG = "solution"
+
+# ```{exercise} Title   |   :::{exercise} Title   |   ```{exercise-start} Title
+_BOX = re.compile(r"^(`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]*(.*)$", re.M)
+_OPTION = re.compile(r"^:(\w+):[ \t]*(.*)$")
+_CHECK_CALL = re.compile(r"\battnlab\.check\.([A-Za-z_][\w.]*)\s*\(")
+_TITLE = re.compile(r"^#\s+(\d+)\.\s", re.M)
+
+KINDS = {
+    "implement": "implement",
+    "predict": "predict, then measure",
+    "transfer": "transfer",
+}
+
+
+def cell_source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def normalise(source: str) -> str:
+    """A cell's source with trailing spaces and surrounding blank lines removed."""
+    return "\n".join(line.rstrip() for line in source.strip("\n").splitlines()).strip()
+
+
+def is_solution(cell) -> bool:
+    return SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def check_calls(cell) -> list[str]:
+    """The check names a code cell calls (``attnlab.check.NAME(``), in order."""
+    if cell.get("cell_type") != "code":
+        return []
+    return _CHECK_CALL.findall(cell_source(cell))
+
+
+def is_check_cell(cell) -> bool:
+    """A published check cell: code that calls ``attnlab.check.*`` and is no solution."""
+    return bool(check_calls(cell)) and not is_solution(cell)
+
+
+def chapter_number(nb) -> int | None:
+    """The number in the chapter's title cell (``# 2. The attention recipe``)."""
+    for cell in nb["cells"][:4]:
+        if cell.get("cell_type") == "markdown":
+            m = _TITLE.search(cell_source(cell))
+            if m:
+                return int(m.group(1))
+    return None
+
+
+@dataclass
+class Exercise:
+    """One exercise box and the cells that belong to it (indices into the notebook)."""
+
+    label: str  # the sphinx-exercise label, e.g. "ex-recipe-additive"
+    title: str  # the box's title
+    number: str  # "2.1": chapter number and position in the chapter
+    box_cell: int  # the markdown cell holding the box
+    text: str  # the box's body (the task as the student reads it)
+    classes: list[str] = field(default_factory=list)  # the box's :class: option
+    check_cells: list[int] = field(default_factory=list)
+    solution_cells: list[int] = field(default_factory=list)
+    work_cells: list[int] = field(default_factory=list)  # the student's code cells
+    checks: list[str] = field(default_factory=list)  # names after ``attnlab.check.``
+
+
+def _boxes(text: str) -> list[tuple[str, str, str, list[str]]]:
+    """(label, title, body, classes) of each exercise box in a markdown text."""
+    out = []
+    for m in _BOX.finditer(text):
+        fence = m.group(1)
+        rest = text[m.end() :].splitlines()[1:]
+        label, classes, body = "", [], []
+        in_options = True
+        for line in rest:
+            bare = line.strip()
+            if bare and set(bare) == {fence[0]} and len(bare) >= len(fence):
+                break  # the box's closing fence (a nested ``` block is shorter)
+            opt = _OPTION.match(line) if in_options else None
+            if opt:
+                if opt.group(1) == "label":
+                    label = opt.group(2).strip()
+                elif opt.group(1) == "class":
+                    classes = opt.group(2).split()
+                continue
+            in_options = False
+            body.append(line)
+        out.append((label, m.group(2).strip(), "\n".join(body).strip(), classes))
+    return out
+
+
+def find_exercises(nb) -> list[Exercise]:
+    """Every exercise of a notebook, in page order, with the cells that belong to it.
+
+    A cell belongs to the last exercise box above it (or to the exercise its
+    ``attnlab.exercise`` metadata names); cells above the first box belong to none.
+    """
+    chapter = chapter_number(nb)
+    exercises: list[Exercise] = []
+    by_label: dict[str, Exercise] = {}
+    current: Exercise | None = None
+    for i, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") == "markdown" and not is_solution(cell):
+            for label, title, body, classes in _boxes(cell_source(cell)):
+                n = len(exercises) + 1
+                ex = Exercise(
+                    label=label or f"exercise-{n}",
+                    title=title,
+                    number=f"{chapter}.{n}" if chapter is not None else str(n),
+                    box_cell=i,
+                    text=body,
+                    classes=classes,
+                )
+                exercises.append(ex)
+                by_label[ex.label] = ex
+                current = ex
+            continue
+        named = cell.get("metadata", {}).get("attnlab", {}).get("exercise")
+        owner = by_label.get(named, current) if named else current
+        if owner is None or cell.get("cell_type") != "code":
+            continue
+        if is_solution(cell):
+            owner.solution_cells.append(i)
+        elif is_check_cell(cell):
+            owner.check_cells.append(i)
+            owner.checks += check_calls(cell)
+        else:
+            owner.work_cells.append(i)
+    return exercises
+
+
+def kinds(ex: Exercise) -> tuple[list[str], bool]:
+    """The exercise's kinds (keys of :data:`KINDS`) and whether they were inferred.
+
+    Declared with ``:class: kind-...``; otherwise read from the task's words: "predict"
+    makes it predict-then-measure, "transfer"/"the page did not show" a transfer, and
+    an exercise that is neither is an implementation.
+    """
+    declared = [c[5:] for c in ex.classes if c.startswith("kind-") and c[5:] in KINDS]
+    if declared:
+        return declared, False
+    text = f"{ex.title}\n{ex.text}".lower()
+    found = []
+    if re.search(r"\bpredict", text):
+        found.append("predict")
+    if re.search(r"\btransfer|did not show|not shown on (this|the) page", text):
+        found.append("transfer")
+    return found or ["implement"], True
+
+
+def minutes(ex: Exercise, nb) -> tuple[int, bool]:
+    """A time estimate in minutes and whether it was estimated (not the author's).
+
+    Declared with ``:class: minutes-N``. Otherwise: 5 minutes to read the task, 2 per
+    line of solution code (blank lines, comments and the master's own ``assert`` lines
+    not counted), 10 more to write a prediction first, rounded up to 5 minutes. A rule
+    of thumb, shown as such.
+    """
+    for c in ex.classes:
+        if c.startswith("minutes-") and c[8:].isdigit():
+            return int(c[8:]), False
+    lines = 0
+    for i in ex.solution_cells:
+        cell = nb["cells"][i]
+        if cell.get("cell_type") == "code":
+            lines += sum(
+                1
+                for line in cell_source(cell).splitlines()
+                if line.strip() and not line.strip().startswith(("#", "assert"))
+            )
+    estimate = 5 + 2 * lines + (10 if "predict" in kinds(ex)[0] else 0)
+    return int(5 * math.ceil(estimate / 5)), True

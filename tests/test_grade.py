@@ -1,0 +1,287 @@
+"""The grader (attnlab.grade) and the notebook structure it reads (attnlab.exercises).
+
+The graded notebooks are chapter 2 (the fastest chapter) and variants of its student
+edition built here from its exercise structure, so the tests follow the chapter when
+its exercises change. Tests that start a kernel are marked slow.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from attnlab import exercises, grade
+from tools import student
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "02_attention_recipe.ipynb"
+
+# Time limits for the tests, generous for a loaded machine; the infinite loop's test
+# uses a short one of its own (LOOP) so that it costs little.
+LIMITS = {"exercise_timeout": 60, "cell_timeout": 300, "time_limit": 600}
+LOOP = 8
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _code(source: str) -> dict:
+    return {
+        "cell_type": "code",
+        "metadata": {},
+        "source": source,
+        "outputs": [],
+        "execution_count": None,
+    }
+
+
+def _student_edition() -> dict:
+    return student.student_notebook(_load(CHAPTER))
+
+
+def _answer_name(nb: dict, ex: exercises.Exercise) -> str:
+    """The name the check cell passes to the check: the student's function."""
+    src = exercises.cell_source(nb["cells"][ex.check_cells[0]])
+    return src[src.index("(") + 1 : src.rindex(")")].strip()
+
+
+def _exercises_only(nb: dict) -> dict:
+    """The setup and title cells and the exercises' own cells: the chapter's exercise
+    section without the rest of the chapter (whose cells the checks do not need)."""
+    keep = {0, 1}
+    for ex in exercises.find_exercises(nb):
+        keep |= {ex.box_cell, *ex.work_cells, *ex.check_cells}
+    return {**nb, "cells": [c for i, c in enumerate(nb["cells"]) if i in keep]}
+
+
+def _write(tmp_path: Path, nb: dict, name: str = CHAPTER.name) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
+    return path
+
+
+# ------------------------------------------------------------- structure (fast)
+
+
+def test_finds_chapter_2_exercises_and_their_cells():
+    nb = _load(CHAPTER)
+    found = exercises.find_exercises(nb)
+    assert len(found) >= 3
+    for k, ex in enumerate(found, start=1):
+        assert ex.number == f"2.{k}"
+        assert ex.label.startswith("ex-") and ex.title
+        assert ex.check_cells and ex.checks, f"{ex.label} has no check cell"
+        assert ex.solution_cells, f"{ex.label} has no solution cell"
+        assert max(ex.solution_cells) < min(ex.check_cells)
+        for i in ex.check_cells:
+            assert not exercises.is_solution(nb["cells"][i])
+    stub_cells = [i for ex in found for i in ex.work_cells]
+    assert all(
+        "NotImplementedError" in exercises.cell_source(nb["cells"][i])
+        for i in stub_cells
+    )
+
+
+def test_box_options_and_metadata_override():
+    box = (
+        "## Exercises\n\n````{exercise} Two things\n:label: ex-two\n"
+        ":class: kind-predict kind-transfer minutes-25\n\nPredict, then do it.\n"
+        "```python\nx = 1\n```\n````"
+    )
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "# 4. Title"},
+            {"cell_type": "markdown", "metadata": {}, "source": box},
+            _code("def f(x):\n    raise NotImplementedError"),
+            _code("attnlab.check.a(f)\nattnlab.check.b(f)"),
+            {"cell_type": "markdown", "metadata": {}, "source": ":::{exercise} Next"},
+            _code("attnlab.check.c(g)"),
+        ]
+    }
+    nb["cells"][5]["metadata"] = {"attnlab": {"exercise": "ex-two"}}
+    first, second = exercises.find_exercises(nb)
+    assert (first.label, first.title, first.number) == ("ex-two", "Two things", "4.1")
+    assert first.text == "Predict, then do it.\n```python\nx = 1\n```"
+    assert first.checks == ["a", "b", "c"] and first.check_cells == [3, 5]
+    assert first.work_cells == [2]
+    assert exercises.kinds(first) == (["predict", "transfer"], False)
+    assert exercises.minutes(first, nb) == (25, False)
+    assert second.label == "exercise-2" and second.check_cells == []
+
+
+def test_inferred_kind_and_minutes_say_so():
+    nb = _load(CHAPTER)
+    for ex in exercises.find_exercises(nb):
+        kinds, inferred = exercises.kinds(ex)
+        assert kinds and set(kinds) <= set(exercises.KINDS)
+        if not any(c.startswith("kind-") for c in ex.classes):
+            assert inferred
+        m, estimated = exercises.minutes(ex, nb)
+        assert m >= 5 and m % 5 == 0 or not estimated
+
+
+# ------------------------------------------------------------- integrity (fast)
+
+
+def test_the_student_edition_keeps_the_published_checks():
+    problems, mapping = grade.integrity_problems(_student_edition(), _load(CHAPTER))
+    assert problems == []
+    assert len(mapping) == len(exercises.find_exercises(_load(CHAPTER)))
+
+
+def test_an_edited_check_is_refused_and_not_run(tmp_path):
+    nb = _student_edition()
+    ex = exercises.find_exercises(nb)[1]
+    cell = nb["cells"][ex.check_cells[0]]
+    cell["source"] = "print('✅ all passed')  # " + exercises.cell_source(cell)
+    report = grade.grade(_write(tmp_path, nb), master=CHAPTER, **LIMITS)
+    assert report.status == "refused"
+    assert report.exercises == [] and report.seconds == 0.0
+    assert len(report.integrity) == 1 and ex.label in report.integrity[0]
+    assert "REFUSED" in report.to_text()
+    # The command line reports it too, and says so in its exit status.
+    out = tmp_path / "out"
+    assert grade.main([str(tmp_path / CHAPTER.name), "--out", str(out)]) == 1
+    data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
+    assert data["status"] == "refused" and data["exercises"] == []
+
+
+def test_a_removed_check_or_box_is_refused():
+    nb = _student_edition()
+    found = exercises.find_exercises(nb)
+    drop = {found[0].check_cells[0], found[2].box_cell}
+    nb["cells"] = [c for i, c in enumerate(nb["cells"]) if i not in drop]
+    problems, _ = grade.integrity_problems(nb, _load(CHAPTER))
+    assert len(problems) == 2
+    assert found[0].label in problems[0] and "edited or removed" in problems[0]
+    assert found[2].label in problems[1] and "box is missing" in problems[1]
+
+
+def test_a_repeated_check_and_extra_cells_are_allowed():
+    nb = _student_edition()
+    ex = exercises.find_exercises(nb)[0]
+    check = nb["cells"][ex.check_cells[0]]
+    extra = [_code("# my own test\nx = 1"), copy.deepcopy(check)]
+    at = ex.check_cells[0]
+    nb["cells"][at:at] = extra
+    problems, mapping = grade.integrity_problems(nb, _load(CHAPTER))
+    assert problems == []
+    assert mapping[ex.label] == [at + 2]  # the last copy is the published one
+
+
+def test_master_found_by_title_when_the_file_was_renamed(tmp_path):
+    path = _write(tmp_path, _student_edition(), "jane_doe_ch2.ipynb")
+    assert grade.find_master(_load(path), path, ROOT / "chapters") == CHAPTER
+    nb = _student_edition()
+    nb["cells"] = nb["cells"][2:]  # no title
+    with pytest.raises(grade.GradeError, match="--master"):
+        grade.find_master(nb, tmp_path / "x.ipynb", ROOT / "chapters")
+
+
+# ------------------------------------------------------------- grading (kernel)
+
+
+@pytest.mark.slow
+def test_master_notebook_gets_full_marks(tmp_path):
+    report = grade.grade(CHAPTER, **LIMITS)
+    assert report.status == "graded" and report.integrity == []
+    assert report.total == len(exercises.find_exercises(_load(CHAPTER)))
+    assert [e.status for e in report.exercises] == ["passed"] * report.total, (
+        report.to_text()
+    )
+    assert report.passed == report.total
+    assert not report.notes, report.notes
+
+
+@pytest.mark.slow
+def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
+    path = _write(tmp_path, _student_edition())
+    out = tmp_path / "reports"
+    gradebook = tmp_path / "grades.csv"
+    args = [str(path), "--out", str(out)]
+    assert grade.main([*args, "--csv", str(gradebook)]) == 0
+    data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
+    assert data["status"] == "graded"
+    assert data["score"] == {"passed": 0, "total": len(data["exercises"])}
+    assert data["score"]["total"] >= 3
+    for e in data["exercises"]:
+        assert e["status"] == "not attempted", e
+        assert "not implemented yet" in e["message"]
+    n = data["score"]["total"]
+    header, row = gradebook.read_text().splitlines()
+    assert header.startswith("submission,status,passed,total,2.1,")
+    assert row.endswith(f",graded,0,{n}," + ",".join(["not attempted"] * n))
+    text = (out / f"{CHAPTER.stem}.grade.txt").read_text()
+    assert text.count("not attempted") == data["score"]["total"]
+    assert "score: 0/" in text
+
+
+@pytest.mark.slow
+def test_wrong_answer_crash_and_infinite_loop_each_cost_one_exercise(tmp_path):
+    nb = _exercises_only(_student_edition())
+    master = _write(tmp_path, nb, "master.ipynb")  # the same published check cells
+    nb = copy.deepcopy(nb)
+    found = exercises.find_exercises(nb)[:3]
+    wrong, crash, loop = (_answer_name(nb, ex) for ex in found)
+    answers = [
+        f"def {wrong}(*args, **kwargs):\n    return None  # a wrong answer",
+        f"def {crash}(*args, **kwargs):\n    return None\n\n\n"
+        "raise RuntimeError('student bug')",
+        f"def {loop}(*args, **kwargs):\n    while True:  # never returns\n        pass",
+    ]
+    for ex, answer in zip(found, answers):
+        nb["cells"][ex.work_cells[-1]]["source"] = answer
+    limits = {**LIMITS, "exercise_timeout": LOOP}
+    report = grade.grade(_write(tmp_path, nb), master=master, **limits)
+    got = [(e.status, e.message) for e in report.exercises[:3]]
+    assert [s for s, _ in got] == ["failed", "errored", "timed out"], report.to_text()
+    assert "got None" in got[0][1] and got[0][1].startswith(found[0].checks[0])
+    assert "RuntimeError: student bug" in got[1][1]
+    assert f"{LOOP} s limit" in got[2][1]
+    assert [e.status for e in report.exercises[3:]] == ["not attempted"] * (
+        len(report.exercises) - 3
+    )
+    assert report.passed == 0 and not report.notes, report.notes
+
+
+@pytest.mark.slow
+def test_killed_kernel_costs_one_exercise_state_rebuilt_checks_not_replaceable(
+    tmp_path,
+):
+    src = _student_edition()
+    found = exercises.find_exercises(src)[:2]
+    box = [src["cells"][ex.box_cell] for ex in found]
+    check = [src["cells"][ex.check_cells[0]] for ex in found]
+    stub = [src["cells"][ex.work_cells[-1]] for ex in found]
+    title = {"cell_type": "markdown", "metadata": {}, "source": "# 2. Tiny"}
+    cells = [_code("import attnlab\nSTATE = 41"), title]
+    cells += [box[0], _code("import os\n\nos._exit(1)"), stub[0], check[0]]
+    # The second exercise also tries to cheat: strict mode off, the check replaced.
+    name = found[1].checks[0]
+    cheat = (
+        "assert STATE == 41\nimport os\n\n"
+        'os.environ["ATTNLAB_STRICT"] = "0"\n'
+        f"attnlab.check.{name} = lambda fn: print('✅ {name}: all 6 cases passed')"
+    )
+    cells += [box[1], _code(cheat), stub[1], check[1]]
+    nb = {**src, "cells": copy.deepcopy(cells)}
+    master = {**src, "cells": copy.deepcopy(cells)}
+    report = grade.grade(
+        _write(tmp_path, nb, "tiny.ipynb"),
+        master=_write(tmp_path, master, "tiny_master.ipynb"),
+        **LIMITS,
+    )
+    first, second = report.exercises
+    assert (first.status, first.message) == (
+        "errored",
+        "cell 3 (import os) killed the kernel",
+    )
+    # The second exercise runs in a new kernel that re-ran the cells before it, and
+    # its check is the real one, in strict mode.
+    assert second.status == "not attempted", report.to_text()
+    assert second.message.endswith("not implemented yet")
+    assert any("kernel died" in n for n in report.notes)

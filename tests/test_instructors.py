@@ -1,0 +1,47 @@
+"""The exercise table of the instructors' page (tools/instructors.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from attnlab import exercises
+from tools import instructors
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def test_table_lists_every_exercise_with_its_check_and_cases():
+    text = instructors.table(CHAPTERS)
+    for path in CHAPTERS:
+        nb = json.loads(path.read_text())
+        assert f"</chapters/{path.stem}>" in text
+        for ex in exercises.find_exercises(nb):
+            row = next(
+                line
+                for line in text.splitlines()
+                if line.startswith(f"| {ex.number} |")
+            )
+            assert f"<{ex.label}>" in row
+            assert ex.checks, f"{ex.label} has no check"
+            for name in ex.checks:
+                assert f"`{name}`: " in row
+                assert instructors.check_function(name) is not None, name
+            assert " Cases (" in row, f"no case labels read for {ex.checks}"
+            assert " min" in row
+    assert "no such check" not in text
+
+
+def test_case_labels_are_read_without_running_the_check(capsys):
+    fn = instructors.check_function("winning_key")
+    labels = instructors.check_cases(fn)
+    assert len(labels) >= 3 and all(isinstance(s, str) and s for s in labels)
+    assert capsys.readouterr().out == ""  # nothing ran, nothing printed
+    assert instructors.check_function("no_such_check") is None
+    assert instructors.describe_check("no_such_check").endswith("no such check")
+
+
+def test_table_cells_never_break_the_markdown_table():
+    assert instructors._one_line("a | b\n  ``x`` :func:`y`") == "a \\| b `x` `y`"
