@@ -236,9 +236,15 @@ def full_size(W):  # right product, but not the smallest size
     return W, torch.eye(W.shape[0], dtype=W.dtype)
 
 
+def svd_not_cut(W):  # right product, but keeps every singular value, zeros included
+    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    root = S.sqrt()
+    return root[:, None] * Vh, root[:, None] * U.T
+
+
 def test_factor_passes_and_fails(capsys):
     assert attnlab.check.factor_bilinear(good_factor)
-    for wrong in (full_size, lambda W: (W.T, W)):
+    for wrong in (full_size, lambda W: (W.T, W), svd_not_cut):
         with pytest.raises(CheckFailed):
             attnlab.check.factor_bilinear(wrong)
 

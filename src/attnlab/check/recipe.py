@@ -324,7 +324,9 @@ def factor_bilinear(fn: Callable) -> CheckResult:
     score is a plain dot product: ``kᵀ W q = (W_k k)ᵀ (W_q q)``.
     """
     g = torch.Generator().manual_seed(5)
-    u, v = torch.randn(4, 1, generator=g), torch.randn(1, 3, generator=g)
+    # float64 from the start: a float32 product cast up has rank 3 to matrix_rank.
+    u = torch.randn(4, 1, generator=g, dtype=torch.float64)
+    v = torch.randn(1, 3, generator=g, dtype=torch.float64)
     svd = "torch.linalg.svd gives W = U diag(σ) Vᵀ: keep the r non-zero σ, split them"
     cases = [
         ("square, full rank", torch.randn(3, 3, generator=g, dtype=torch.float64), svd),
@@ -332,7 +334,7 @@ def factor_bilinear(fn: Callable) -> CheckResult:
         ("D_k = 2, D_q = 6", torch.randn(2, 6, generator=g, dtype=torch.float64), svd),
         (
             "rank 1 (4 x 3)",
-            (u @ v).double(),
+            u @ v,
             "a rank-1 W needs only one row in each projection: count σ > tolerance",
         ),
         ("identity: the dot product", torch.eye(3, dtype=torch.float64), svd),
