@@ -12,6 +12,7 @@ Each module's public names (its ``__all__``) are re-exported here, so chapters w
 from __future__ import annotations
 
 from . import check, data, mappings, masking, scoring, seq2seq, train
+from . import lookup, structured
 from .attention import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .devices import *  # noqa: F403
@@ -20,6 +21,7 @@ from .masking import *  # noqa: F403
 from .multihead import *  # noqa: F403
 from .notebook import *  # noqa: F403
 from .positional import *  # noqa: F403
+from .structured import *  # noqa: F403
 from .transformer import *  # noqa: F403
 
 __version__ = "0.1.0"

@@ -14,6 +14,8 @@ needs a *context* ``c_t``:
   ``α_t = softmax(score(s_{t-1}, h_·))`` over the real (non-padding) source positions.
   ``score`` is any scorer of :mod:`attnlab.scoring`: ``additive`` (Bahdanau),
   ``dot`` or ``bilinear`` (the "dot" and "general" scores of Luong et al., 2015).
+  ``mapping`` swaps softmax for another map from scores to weights (sparsemax,
+  1.5-entmax, fusedmax, hard Gumbel samples, CRF marginals: chapter 4).
 
 Then ``s_t = GRU([emb(y_{t-1}); c_t], s_{t-1})`` and the next-token logits are a linear
 map of ``[s_t; c_t; emb(y_{t-1})]``. (Luong et al. query with ``s_t`` after the GRU
@@ -36,11 +38,14 @@ from .attention import attend
 from .data import Vocab
 from .masking import padding_mask
 from .scoring import get_scorer
+from .structured import get_mapping
 from .train import token_loss
 
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
 ATTENTIONS = (None, "additive", "dot", "bilinear")
+# REINFORCE needs a reward in the loss, so it is not offered as a plain option here.
+MAPPINGS = ("softmax", "sparsemax", "entmax15", "fusedmax", "gumbel", "structured")
 
 
 @dataclass
@@ -56,12 +61,17 @@ class Seq2SeqConfig:
     style: str = (
         "bahdanau"  # where attention sits: "bahdanau" (query s_{t-1}) or "luong"
     )
+    # scores -> weights: "softmax", "sparsemax", "entmax15", "fusedmax", "gumbel"
+    # (hard, straight-through) or "structured" (CRF marginals); see attnlab.structured
+    mapping: str = "softmax"
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(
                 f"attention must be one of {ATTENTIONS}, got {self.attention!r}"
             )
+        if self.mapping not in MAPPINGS:
+            raise ValueError(f"mapping must be one of {MAPPINGS}, got {self.mapping!r}")
         if self.style not in ("bahdanau", "luong"):
             raise ValueError(f"style must be 'bahdanau' or 'luong', got {self.style!r}")
         for name in ("src_vocab", "tgt_vocab", "d_emb", "d_hidden", "d_attn"):
@@ -125,9 +135,11 @@ class Decoder(nn.Module):
         attention: str | None,
         d_attn: int,
         style: str = "bahdanau",
+        mapping: str = "softmax",
     ):
         super().__init__()
         self.attention, self.style = attention, style
+        self.mapping = get_mapping(mapping) if attention else None
         self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
         self.init = nn.Linear(d, d)  # summary -> s_0
         self.rnn = nn.GRU(d_emb + d, d, batch_first=True)  # input [emb; c or summary]
@@ -158,6 +170,7 @@ class Decoder(nn.Module):
             annotations,  # keys (B, S, D)
             annotations,  # values (B, S, D)
             score=self.scorer,
+            mapping=self.mapping,
             mask=mask[:, None, :],  # (B, 1, S): padding never receives weight
         )  # (B, T, D), (B, T, S)
 
@@ -217,6 +230,7 @@ class Seq2Seq(nn.Module):
             config.attention,
             config.d_attn,
             config.style,
+            mapping=config.mapping,
         )
 
     @property
