@@ -12,7 +12,6 @@ Each module's public names (its ``__all__``) are re-exported here, so chapters w
 from __future__ import annotations
 
 from . import check, data, mappings, masking, scoring, seq2seq, train
-from . import lookup, structured
 from .attention import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .devices import *  # noqa: F403

@@ -113,7 +113,11 @@ class LookupNet(nn.Module):
     def __init__(self, cfg: LookupConfig, mapping: nn.Module):
         super().__init__()
         n, d = cfg.n_symbols, cfg.d
-        self.eq, self.ek, self.ev = nn.Embedding(n, d), nn.Embedding(n, d), nn.Embedding(n, d)
+        self.eq, self.ek, self.ev = (
+            nn.Embedding(n, d),
+            nn.Embedding(n, d),
+            nn.Embedding(n, d),
+        )
         self.out = nn.Linear(d, n)
         self.mapping = mapping
         self.scale = 1 / math.sqrt(d)

@@ -141,6 +141,7 @@ def linear_chain_marginals(
 
     Parameters and shapes as :func:`linear_chain_log_partition`.
     """
+    _check_crf(unary, transition, mask, "linear_chain_marginals")
     # Keep the graph (double backward) only when someone will differentiate the result.
     keep = torch.is_grad_enabled() and (unary.requires_grad or transition.requires_grad)
     with torch.enable_grad():
@@ -162,9 +163,13 @@ def enumerate_linear_chain(
     _check_crf(unary, transition, None, "enumerate_linear_chain")
     B, n, C = unary.shape
     if C**n > 2**16:
-        raise ValueError(f"enumerate_linear_chain: C^n = {C}^{n} labellings is too many")
+        raise ValueError(
+            f"enumerate_linear_chain: C^n = {C}^{n} labellings is too many"
+        )
     grids = torch.meshgrid(*[torch.arange(C)] * n, indexing="ij")
-    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(unary.device)  # (K, n)
+    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(
+        unary.device
+    )  # (K, n)
     pos = torch.arange(n, device=unary.device)
     score = unary[:, pos, configs].sum(-1)  # (B, K, n) -> (B, K)
     if n > 1:
@@ -298,7 +303,9 @@ class ReinforceSample(nn.Module):
     def __init__(self, momentum: float = 0.9, entropy_bonus: float = 0.01):
         super().__init__()
         if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"ReinforceSample: momentum must be in [0, 1), got {momentum}")
+            raise ValueError(
+                f"ReinforceSample: momentum must be in [0, 1), got {momentum}"
+            )
         self.momentum, self.entropy_bonus = momentum, entropy_bonus
         self.register_buffer("baseline", torch.zeros(()))
         self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))

@@ -58,7 +58,7 @@ def map_scores(
     scores: torch.Tensor,
     mapping: str,
     temperature: float = 1.0,
-    strength: float = 2.0,
+    strength: float = 1.0,
     lam: float = 0.5,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
@@ -103,7 +103,7 @@ def alignment_lab(
     target: str = "à",
     mapping: str = "softmax",
     temperature: float = 1.0,
-    strength: float = 2.0,
+    strength: float = 1.0,
     lam: float = 0.5,
     seed: int = 0,
     scores: torch.Tensor | None = None,
@@ -123,7 +123,9 @@ def alignment_lab(
     else:
         scores = torch.as_tensor(scores, dtype=torch.float64)
         if scores.dim() != 1 or not 1 <= len(scores) <= 12:
-            raise ValueError(f"scores must be 1-D with 1..12 entries, got {tuple(scores.shape)}")
+            raise ValueError(
+                f"scores must be 1-D with 1..12 entries, got {tuple(scores.shape)}"
+            )
         words = [f"k{j}" for j in range(len(scores))]
     gen = torch.Generator().manual_seed(seed)
     w = map_scores(scores, mapping, temperature, strength, lam, generator=gen)
@@ -178,7 +180,7 @@ def alignment_lab_widget():
             value=1.0, base=10, min=-1.5, max=1, step=0.1, description="temp.", **slider
         ),
         strength=widgets.FloatSlider(
-            value=2.0, min=0.0, max=6.0, step=0.25, description="CRF agree", **slider
+            value=1.0, min=0.0, max=6.0, step=0.25, description="CRF agree", **slider
         ),
         lam=widgets.FloatSlider(
             value=0.5, min=0.0, max=2.0, step=0.05, description="λ (fused)", **slider
