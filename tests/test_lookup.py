@@ -35,8 +35,12 @@ def test_config_errors_name_the_value():
 @pytest.mark.parametrize("estimator", L.ESTIMATORS)
 def test_every_estimator_learns(estimator):
     cfg = L.LookupConfig(steps=150, eval_every=150, n_test=300)
-    run = L.train_lookup(estimator, cfg, seed=0)
+    run = L.train_lookup(estimator, cfg, seed=0, variance_at=(0, 150), draws=4)
     assert run.steps == [0, 150] and len(run.losses) == 150
+    assert sorted(run.variance) == [0, 150] and run.variance[0]["variance"] > 0
+    # measuring the variance does not change training
+    again = L.train_lookup(estimator, cfg, seed=0)
+    assert again.losses == run.losses
     assert run.accuracy[-1] > run.accuracy[0] + 0.03  # chance is 1/32
 
 

@@ -32,6 +32,7 @@ from torch import nn
 from . import mappings as M
 from .attention import attend
 from .structured import GumbelSoftmax, ReinforceSample
+from .train import num_threads
 
 __all__ = [
     "ESTIMATORS",
@@ -175,18 +176,29 @@ class LookupRun:
     steps: list = field(default_factory=list)  # evaluation steps (0 included)
     accuracy: list = field(default_factory=list)  # test accuracy at those steps
     losses: list = field(default_factory=list)  # training cross-entropy per step
+    variance: dict = field(default_factory=dict)  # step -> grad_variance(...) result
     seconds: float = 0.0
 
 
 def train_lookup(
-    estimator: str, cfg: LookupConfig | None = None, seed: int = 0
+    estimator: str,
+    cfg: LookupConfig | None = None,
+    seed: int = 0,
+    variance_at: tuple = (),
+    draws: int = 8,
 ) -> LookupRun:
     """Train a :class:`LookupNet` with one estimator; test accuracy every few steps.
 
     All estimators see the same initial weights and the same training batches for a
-    given ``seed``; only the mapping (and REINFORCE's extra loss term) differ.
+    given ``seed``; only the mapping (and REINFORCE's extra loss term) differ. At the
+    steps in ``variance_at`` (0 = before training) it also records
+    :func:`grad_variance` with ``draws`` draws (its own batches: training is unchanged).
     """
-    cfg = cfg or LookupConfig()
+    with num_threads(1):  # a model this small trains fastest on one thread
+        return _train(estimator, cfg or LookupConfig(), seed, variance_at, draws)
+
+
+def _train(estimator, cfg, seed, variance_at, draws):
     torch.manual_seed(seed)
     net = LookupNet(cfg, _mapping(estimator, cfg))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -198,7 +210,15 @@ def train_lookup(
     run = LookupRun(estimator, seed)
     run.steps.append(0)
     run.accuracy.append(_accuracy(net, test))
+
+    def record(step):
+        if step in variance_at:
+            state = torch.random.get_rng_state()
+            run.variance[step] = grad_variance(estimator, cfg, draws, seed, net=net)
+            torch.random.set_rng_state(state)
+
     t0 = time.perf_counter()
+    record(0)
     net.train()
     for step in range(1, cfg.steps + 1):
         if isinstance(net.mapping, GumbelSoftmax):
@@ -209,6 +229,7 @@ def train_lookup(
         loss.backward()
         opt.step()
         run.losses.append(loss.item())
+        record(step)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             run.steps.append(step)
             run.accuracy.append(_accuracy(net, test))
