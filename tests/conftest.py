@@ -1,39 +1,52 @@
-"""Shared fixtures: seeded RNGs and every device.
+"""Shared fixtures: plotting backend and figures, seeded RNGs, every device.
 
-The ``device`` fixture runs a test on the CPU always, on CUDA when this machine has it
-(skipped cleanly, and visibly, when it does not), and on Apple's MPS when present.
+* matplotlib draws with Agg in the tests (set here, before any test imports pyplot;
+  never for notebooks, where Agg would hide the inline plots), and every figure a test
+  opens is closed after it.
+* Every test starts from ``attnlab.seed_everything(0)``.
+* The ``device`` fixture runs a test on each of ``attnlab.available_devices()`` (CPU
+  always, Apple's MPS when present), plus CUDA as a visible skip when this machine has
+  none.
+* ``@pytest.mark.slow`` marks the tests that train a model; ``make check`` leaves them
+  out, ``make test`` runs them.
 """
 
 from __future__ import annotations
 
-import random
+import matplotlib
 
-import numpy as np
-import pytest
-import torch
+matplotlib.use("Agg")
 
-_mps = getattr(torch.backends, "mps", None)
-HAS_MPS = bool(_mps is not None and _mps.is_available())
-HAS_CUDA = torch.cuda.is_available()
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
-_params = [
-    pytest.param(torch.device("cpu"), id="cpu"),
-    pytest.param(
-        torch.device("cuda"),
-        id="cuda",
-        marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device here"),
-    ),
-]
-if HAS_MPS:
-    _params.append(pytest.param(torch.device("mps"), id="mps"))
+import attnlab  # noqa: E402
+
+DEVICES = attnlab.available_devices()
+HAS_CUDA = any(d.type == "cuda" for d in DEVICES)
+
+_params = [pytest.param(d, id=d.type) for d in DEVICES]
+if not HAS_CUDA:
+    _params.append(
+        pytest.param(
+            torch.device("cuda"),
+            id="cuda",
+            marks=pytest.mark.skip(reason="no CUDA device here"),
+        )
+    )
 
 
 @pytest.fixture(autouse=True)
 def _seed():
-    random.seed(0)
-    np.random.seed(0)
-    torch.manual_seed(0)
+    attnlab.seed_everything(0)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
 
 
 @pytest.fixture(params=_params)

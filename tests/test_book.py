@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tools import nbtools, student
 
-from tools import nbtools, student  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 

@@ -9,14 +9,24 @@ import attnlab
 from attnlab.check import CheckFailed
 
 
+def _tau(x):
+    """Sparsemax threshold by the sort formula (Martins & Astudillo, 2016), written out
+    here so the check is tested against a reference that is not the library's."""
+    zs, _ = x.sort(-1, descending=True)
+    cs = zs.cumsum(-1)
+    r = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+    k = (1 + r * zs > cs).sum(-1, keepdim=True)  # support size (-inf never counts)
+    return (cs.gather(-1, k - 1) - 1) / k
+
+
 def good_sparsemax(x):
-    return attnlab.sparsemax(x)
+    dead = torch.isneginf(x).all(-1, keepdim=True)  # fully masked rows give zeros
+    z = torch.where(dead, torch.zeros_like(x), x)
+    return (z - _tau(z)).clamp_min(0).masked_fill(dead, 0.0)
 
 
 def good_tau(theta):
-    p = attnlab.sparsemax(theta)
-    j = int(p.argmax())
-    return float(theta[j] - p[j])
+    return float(_tau(theta))
 
 
 def good_vjp(p, g):
@@ -92,3 +102,37 @@ def test_naive_sort_fails_only_on_the_fully_masked_row(monkeypatch, capsys):
 
 def test_worked_example_threshold_is_point_four():
     assert abs(good_tau(torch.tensor([1.0, 0.8, 0.1, -0.5])) - 0.4) < 1e-6
+
+
+def good_tail(p, k):
+    k = min(k, p.shape[-1])
+    return p.sum(-1) - (p.topk(k, -1).values.sum(-1) if k else 0)
+
+
+def good_entmax_vjp(p, g, alpha):
+    s = torch.where(p > 0, p.clamp_min(1e-300) ** (2 - alpha), 0.0)
+    total = s.sum(-1, keepdim=True)
+    g_bar = (s * g).sum(-1, keepdim=True) / torch.where(total > 0, total, 1.0)
+    return s * (g - g_bar)
+
+
+def power_everywhere(p, g, alpha):  # 0 ** 0 = 1 puts alpha = 2 off-support keys in
+    s = p ** (2 - alpha)
+    return s * (g - (s * g).sum(-1, keepdim=True) / s.sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize(
+    "check, good, bad",
+    [
+        ("tail_mass", good_tail, lambda p, k: p.sum(-1) - p[..., :k].sum(-1)),
+        ("entmax_vjp", good_entmax_vjp, power_everywhere),
+        ("entmax_vjp", good_entmax_vjp, lambda p, g, a: good_vjp(p, g)),
+    ],
+)
+def test_new_checks_pass_reference_and_fail_wrong(
+    check, good, bad, monkeypatch, capsys
+):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    assert getattr(attnlab.check, check)(good)
+    with pytest.raises(attnlab.check.CheckFailed):
+        getattr(attnlab.check, check)(bad)

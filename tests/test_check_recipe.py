@@ -188,3 +188,63 @@ def test_stub_is_pending_not_failed(name, monkeypatch, capsys):
     result = getattr(attnlab.check, name)(_stub)
     assert not result
     assert capsys.readouterr().out == f"⏳ {name}: not implemented yet\n"
+
+
+# ---------------------------------------------------------------- smallest_booster
+def good_booster(seq, target):
+    import math
+
+    if "B" not in seq:
+        return math.inf
+    nA, nB, nC = seq.count("A"), seq.count("B"), seq.count("C")
+
+    def w(c):
+        return nB / (nB + nA * math.exp(-c) + nC * math.exp(-0.8 * c))
+
+    if w(0) >= target:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while w(hi) < target:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if w(mid) < target else (lo, mid)
+    return hi
+
+
+def ignores_distractor_count(seq, target):  # solves for A B C B whatever seq is
+    return good_booster("ABCB", target) if "B" in seq else float("inf")
+
+
+def test_booster_passes_and_fails(capsys):
+    assert attnlab.check.smallest_booster(good_booster)
+    with pytest.raises(CheckFailed):
+        attnlab.check.smallest_booster(ignores_distractor_count)
+    with pytest.raises(CheckFailed):  # a fixed guess
+        attnlab.check.smallest_booster(lambda seq, target: 10.0)
+
+
+# ---------------------------------------------------------------- factor_bilinear
+def good_factor(W):
+    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    r = int((S > S.max() * 1e-10).sum())
+    root = S[:r].sqrt()
+    return root[:, None] * Vh[:r], root[:, None] * U[:, :r].T
+
+
+def full_size(W):  # right product, but not the smallest size
+    return W, torch.eye(W.shape[0], dtype=W.dtype)
+
+
+def test_factor_passes_and_fails(capsys):
+    assert attnlab.check.factor_bilinear(good_factor)
+    for wrong in (full_size, lambda W: (W.T, W)):
+        with pytest.raises(CheckFailed):
+            attnlab.check.factor_bilinear(wrong)
+
+
+@pytest.mark.parametrize("name", ["smallest_booster", "factor_bilinear"])
+def test_new_stubs_are_pending(name, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    assert not getattr(attnlab.check, name)(_stub)
+    assert "⏳" in capsys.readouterr().out

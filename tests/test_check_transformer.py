@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -14,8 +16,15 @@ def strict(monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
 
 
-def good_pe(n, d):
-    return attnlab.sinusoidal_encoding(n, d)
+def good_pe(n, d):  # Vaswani et al. (2017), 3.5, written out: sin on even columns
+    pe = torch.zeros(n, d)
+    for pos in range(n):
+        for i in range(0, d, 2):
+            angle = pos / 10000 ** (i / d)
+            pe[pos, i] = math.sin(angle)
+            if i + 1 < d:
+                pe[pos, i + 1] = math.cos(angle)
+    return pe
 
 
 def pe_with_i_not_2i(n, d):  # divides by 10000^(i/D): the classic slip
@@ -28,7 +37,7 @@ def pe_with_i_not_2i(n, d):  # divides by 10000^(i/D): the classic slip
 
 
 def pe_swapped(n, d):  # cos on even columns
-    return attnlab.sinusoidal_encoding(n, d)[:, [j ^ 1 for j in range(d)]]
+    return good_pe(n, d)[:, [j ^ 1 for j in range(d)]]
 
 
 def good_mask(lengths, T):
@@ -114,3 +123,53 @@ def test_check_leaves_global_rng_alone():
     torch.manual_seed(123)
     attnlab.check.pre_ln_encoder_layer(good_pre_ln)
     assert torch.equal(torch.rand(3), a)
+
+
+# ------------------------------------------------------------- new chapter 7 checks
+def good_optimum(eps, V):
+    q = torch.full((V,), eps / V, dtype=torch.float64)
+    q[0] += 1 - eps
+    return q[0].item(), -(q * q.clamp_min(1e-300).log()).sum().item()
+
+
+def _optimum_one_hot(eps, V):  # "the best model is sure of the gold token"
+    return 1.0, 0.0
+
+
+def good_pre_ln_decoder(layer, y, memory, memory_mask):
+    T = y.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    h = layer.norm1(y)
+    y = y + layer.self_attn(h, h, h, attn_mask=causal)[0]
+    h = layer.norm2(y)
+    y = y + layer.cross_attn(h, memory, memory, key_padding_mask=memory_mask)[0]
+    h = layer.norm3(y)
+    return y + layer.linear2(layer.activation(layer.linear1(h)))
+
+
+def _pre_ln_decoder_no_causal(layer, y, memory, memory_mask):
+    h = layer.norm1(y)
+    y = y + layer.self_attn(h, h, h)[0]
+    h = layer.norm2(y)
+    y = y + layer.cross_attn(h, memory, memory, key_padding_mask=memory_mask)[0]
+    h = layer.norm3(y)
+    return y + layer.linear2(layer.activation(layer.linear1(h)))
+
+
+@pytest.mark.parametrize(
+    "check, good, bads",
+    [
+        (attnlab.check.label_smoothing_optimum, good_optimum, [_optimum_one_hot]),
+        (
+            attnlab.check.pre_ln_decoder_layer,
+            good_pre_ln_decoder,
+            [_pre_ln_decoder_no_causal],
+        ),
+    ],
+)
+def test_new_checks_pass_good_and_fail_bad(check, good, bads, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    assert check(good)
+    for bad in bads:
+        with pytest.raises(CheckFailed):
+            check(bad)

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 
 import attnlab
-from attnlab.data import DateTask, ReversalTask, Vocab, collate, make_task
+from attnlab.data import (
+    DATE_SPLITS,
+    DateTask,
+    ReversalTask,
+    Vocab,
+    collate,
+    date_split,
+    make_task,
+)
 
 
 def test_vocab_specials_and_roundtrip():
@@ -116,3 +126,75 @@ def test_date_samples_are_valid_and_mixed():
 def test_batch_to_device(device):
     b = attnlab.data.make_task("date").batch(3, seed=0, device=device)
     assert b.src.device.type == device.type and b.tgt.device.type == device.type
+
+
+# ------------------------------------------------------------- held-out dates
+_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+_CALENDAR = [
+    (y, m, d)
+    for y in range(1900, 2100)
+    for m in range(1, 13)
+    for d in range(1, _DAYS[m - 1] + 1)
+]
+
+
+def _iso(tgt_tokens):
+    return "".join(tgt_tokens)
+
+
+def test_date_splits_partition_the_calendar():
+    counts = Counter(date_split(*ymd) for ymd in _CALENDAR)
+    assert set(counts) == set(DATE_SPLITS)
+    n = len(_CALENDAR)
+    assert 0.78 < counts["train"] / n < 0.82
+    assert 0.09 < counts["val"] / n < 0.11 and 0.09 < counts["test"] / n < 0.11
+    # a fixed function of the date: the same on every machine and Python version
+    assert date_split(1900, 1, 9) == "val" and date_split(1900, 1, 10) == "test"
+    assert date_split(2026, 11, 22) == "train" and date_split(1999, 4, 3) == "val"
+
+
+@pytest.mark.parametrize("split", DATE_SPLITS)
+def test_date_task_samples_only_its_split(split):
+    task = DateTask(split=split)
+    for src, tgt in task.pairs(400, seed=3):
+        assert task.split_of(src) == split and tgt == task.target(src)
+    for b, _ in zip(task.stream(32, seed=0), range(4)):
+        assert {task.split_of(s) for s in b.src_tokens} == {split}
+    assert {task.split_of(s) for s in task.batch(64, seed=1).src_tokens} == {split}
+    # all three formats still appear inside a split
+    kinds = {("." in s) + 2 * ("," in s) for s, _ in task.pairs(200, seed=4)}
+    assert kinds == {0, 1, 2}
+
+
+def test_date_held_out_sets_are_disjoint_from_training():
+    """Replay chapter 7's use: train stream, early-stopping set, test set."""
+    dates = make_task("date")
+    assert dates.split == "train"  # the default task only ever shows training dates
+    val, test = dates.with_split("val"), dates.with_split("test")
+    assert val.src_vocab.itos == dates.src_vocab.itos
+    assert test.tgt_vocab.itos == dates.tgt_vocab.itos
+    seen = {
+        _iso(t)
+        for b, _ in zip(dates.stream(128, seed=0), range(100))
+        for t in b.tgt_tokens
+    }
+    val_dates = {_iso(t) for t in val.batch(200, seed=1234).tgt_tokens}
+    test_dates = {_iso(t) for t in test.batch(1000, seed=99).tgt_tokens}
+    assert not seen & val_dates and not seen & test_dates and not val_dates & test_dates
+    # the check can fail: without splits (the old sampler) the same replay overlaps
+    everything = DateTask(split=None)
+    old_seen = {
+        _iso(t)
+        for b, _ in zip(everything.stream(128, seed=0), range(100))
+        for t in b.tgt_tokens
+    }
+    old_test = {_iso(t) for t in everything.batch(1000, seed=99).tgt_tokens}
+    assert len(old_seen & old_test) > 10
+
+
+def test_date_split_errors():
+    with pytest.raises(ValueError, match="split"):
+        DateTask(split="validation")
+    with pytest.raises(ValueError, match="split"):
+        make_task("date", split="dev")
+    assert DateTask(split=None).with_split("test").split == "test"

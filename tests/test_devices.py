@@ -7,12 +7,20 @@ import torch
 import attnlab
 
 
-def test_device_prefers_cuda_then_mps_then_cpu():
-    d = attnlab.device()
-    if torch.cuda.is_available():
-        assert d.type == "cuda"
-    elif d.type != "mps":
-        assert d.type == "cpu"
+def test_device_prefers_cuda_then_mps_then_cpu(monkeypatch):
+    from attnlab import devices
+
+    for cuda, mps, want in [
+        (1, 1, "cuda"),
+        (0, 1, "mps"),
+        (1, 0, "cuda"),
+        (0, 0, "cpu"),
+    ]:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda c=cuda: bool(c))
+        monkeypatch.setattr(devices, "_mps_available", lambda m=mps: bool(m))
+        assert attnlab.device().type == want
+        types = [d.type for d in attnlab.available_devices()]
+        assert types == ["cpu"] + ["cuda"] * cuda + ["mps"] * mps
 
 
 def test_available_devices_always_has_cpu_first():

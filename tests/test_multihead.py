@@ -6,6 +6,8 @@ boolean mask goes to torch inverted (``~mask``).
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -152,7 +154,9 @@ def test_averaged_vs_per_head_weights(device):
     assert w_avg.shape == (2, 4, 6) and w_heads.shape == (2, H, 4, 6)
     torch.testing.assert_close(w_heads.mean(1), w_avg)
     torch.testing.assert_close(w_heads.sum(-1), torch.ones(2, H, 4, device=device))
-    assert torch.equal(mine.last_weights, w_heads.detach())
+    assert not hasattr(mine, "last_weights")  # no hidden state: weights are returned
+    _, w_avg_mine = mine(q, k, v, average_attn_weights=True)
+    torch.testing.assert_close(w_avg_mine, w_avg)
     out, w = mine(q, k, v, need_weights=False)
     assert w is None and out.shape == (2, 4, D)
 
@@ -165,7 +169,9 @@ def test_heads_differ_and_mask_shapes():
     m3 = torch.rand(2, 4, 6) > 0.5  # (B, T, S)
     m3[..., 0] = True
     m4 = m3[:, None].expand(2, H, 4, 6)  # (B, H, T, S)
-    torch.testing.assert_close(mine(q, k, v, attn_mask=m3)[0], mine(q, k, v, m4)[0])
+    torch.testing.assert_close(
+        mine(q, k, v, attn_mask=m3)[0], mine(q, k, v, attn_mask=m4)[0]
+    )
 
 
 def test_fully_padded_sequence_gives_no_nan():
@@ -227,3 +233,38 @@ def test_errors():
         mine(q.tolist(), k, v)
     with pytest.raises(ValueError, match="num_heads"):
         attnlab.MultiHeadAttention(D, 4).load_torch(nn.MultiheadAttention(D, H))
+
+
+def test_arguments_in_pytorch_order():
+    # MultiHeadAttention(64, 4, 0.1) means dropout 0.1, as nn.MultiheadAttention(64, 4, 0.1)
+    mine, ref = (
+        attnlab.MultiHeadAttention(D, H, 0.25),
+        nn.MultiheadAttention(D, H, 0.25),
+    )
+    assert mine.dropout == ref.dropout == 0.25 and mine.w_q.bias is not None
+    assert attnlab.MultiHeadAttention(D, H, 0.0, False).w_o.bias is None
+    with pytest.raises(TypeError):  # kdim is keyword-only (PyTorch: add_bias_kv there)
+        attnlab.MultiHeadAttention(D, H, 0.0, True, 8)
+    # forward(query, key, value, key_padding_mask, need_weights, attn_mask, ...)
+    q, k, v = inputs("cpu")
+    pad = torch.ones(2, 6, dtype=torch.bool)
+    pad[0, 4:] = False
+    mine.eval()
+    by_position = mine(q, k, v, pad, False)
+    assert by_position[1] is None
+    torch.testing.assert_close(by_position[0], mine(q, k, v, key_padding_mask=pad)[0])
+
+
+def test_pytorch_style_padding_mask_warns():
+    mine = attnlab.MultiHeadAttention(D, H)
+    q, k, v = inputs("cpu")
+    torch_style = torch.zeros(2, 6, dtype=torch.bool)  # PyTorch: "no padding anywhere"
+    with pytest.warns(attnlab.masking.MaskConventionWarning, match="True = padding"):
+        out, _ = mine(q, k, v, key_padding_mask=torch_style)
+    assert out.isfinite().all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a real padding mask stays silent
+        mine(q, k, v, key_padding_mask=~torch_style)
+        partly = torch_style.clone()
+        partly[1] = True  # one sequence fully masked, the other not: no warning
+        mine(q, k, v, key_padding_mask=partly)

@@ -132,6 +132,7 @@ def test_translate_returns_alignment():
 CHAPTER = dict(steps=300, lr=2e-2, schedule="cosine", batch_size=64)
 
 
+@pytest.mark.slow
 def test_attention_beats_fixed_context_on_long_inputs():
     task = ReversalTask(lengths=(3, 24), distinct=True)
     acc = {}
@@ -161,3 +162,48 @@ def test_attention_beats_fixed_context_on_long_inputs():
     assert long_attn >= 0.6, acc
     assert long_none <= 0.1, acc
     assert min(acc["dot"].values()) > max(acc[None].values()) + 0.5, acc
+
+
+@pytest.mark.parametrize("attention, style", STYLES[:2])
+def test_beam_search_drives_the_stateful_gru_step(attention, style):
+    """The GRU step keeps its state between calls and follows beam re-selection:
+    beam search with one beam is greedy decoding, and every hypothesis's score is the
+    log-probability that teacher forcing gives the same ids."""
+    torch.manual_seed(0)
+    task = ReversalTask(lengths=(3, 6))
+    b = task.batch(1, seed=2)
+    model = _model(task, attention, style).eval()
+    greedy, _ = model.greedy(b.src, b.src_lengths, max_len=8)
+    step = model.step(b.src, b.src_lengths)
+    beams = attnlab.beam_search(step, Vocab.bos_id, Vocab.eos_id, 1, 8, alpha=0.0)
+    assert beams[0][0] == greedy[0][greedy[0] != Vocab.pad_id].tolist()
+    step = model.step(b.src, b.src_lengths)
+    hyps = attnlab.beam_search(step, Vocab.bos_id, Vocab.eos_id, 3, 8, alpha=0.0)
+    assert len(hyps) == 3
+    for ids, score in hyps:
+        tgt = torch.tensor([[Vocab.bos_id] + ids])  # (1, t + 1)
+        logp = model(b.src, b.src_lengths, tgt[:, :-1])[0].log_softmax(-1)
+        want = logp[0].gather(-1, tgt[0, 1:, None]).sum().item()
+        assert score == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("mapping", ["sparsemax", "entmax15"])
+def test_sparse_mapping_gives_exact_zeros_and_rows_on_the_simplex(mapping):
+    from attnlab.data import ReversalTask
+
+    task = ReversalTask(lengths=(3, 8), distinct=True)
+    V = len(task.src_vocab)
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(V, V, attention="dot", style="luong", mapping=mapping)
+    model = Seq2Seq(cfg)
+    batch = task.batch(6, lengths=(3, 8), seed=0)
+    _, w = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
+    assert (w[~batch.src_mask[:, None, :].expand_as(w)] == 0).all()  # padding
+    # sparse mappings leave exact zeros on real tokens too (softmax never does)
+    assert (w[batch.src_mask[:, None, :].expand_as(w)] == 0).any()
+
+
+def test_unknown_mapping_is_rejected():
+    with pytest.raises(ValueError, match="mapping"):
+        Seq2SeqConfig(10, 10, mapping="sigmoid")

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import attnlab
-from attnlab.data import ReversalTask
+from attnlab.data import ReversalTask, Vocab
 from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig
 from attnlab.train import (
     History,
@@ -15,6 +15,8 @@ from attnlab.train import (
     evaluate,
     exact_match,
     fit,
+    noam_lr,
+    noam_scheduler,
     token_loss,
 )
 
@@ -76,8 +78,8 @@ def test_fit_errors_and_short_iterable():
         fit(Affine(), _batches(), _mse, target=0.9)
     with pytest.raises(ValueError, match="schedule"):
         fit(Affine(), _batches(), _mse, steps=5, schedule="step")
-    with pytest.raises(TypeError, match="loss"):
-        fit(Affine(), _batches(), steps=2, quiet=True)  # no .loss and no loss_fn
+    with pytest.raises(TypeError, match="logits"):
+        fit(Affine(), _batches(), steps=2, quiet=True)  # no .logits and no loss_fn
     hist = fit(Affine(), [next(_batches())] * 4, _mse, steps=10, quiet=True)
     assert hist.steps == 4  # the iterable ran out first
 
@@ -127,6 +129,68 @@ def test_token_loss_ignores_padding():
         token_loss(logits, tgt[:, :2])
 
 
+def test_label_smoothing_by_its_formula():
+    # Reference written out: (1 - eps) * NLL of the gold token + eps * mean_c(-log p_c),
+    # averaged over the non-padding positions.
+    logits = torch.randn(3, 5, 7, dtype=torch.float64) * 10
+    target = torch.randint(1, 7, (3, 5))
+    target[0, 3:] = 0
+    keep = target != 0
+    logp = logits.log_softmax(-1)[keep]  # (N, V)
+    nll = -logp.gather(-1, target[keep][:, None]).squeeze(-1)  # (N,)
+    for eps in (0.0, 0.1, 0.3):
+        want = ((1 - eps) * nll + eps * -logp.mean(-1)).mean()
+        torch.testing.assert_close(
+            token_loss(logits, target, label_smoothing=eps), want
+        )
+    with pytest.raises(ValueError, match="pad_id"):
+        token_loss(logits, torch.zeros_like(target))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        token_loss(logits, target, label_smoothing=1.0)
+
+
+def test_noam_schedule():
+    lrs = [noam_lr(s, 64, warmup=100) for s in range(1, 400)]
+    peak = max(range(len(lrs)), key=lrs.__getitem__) + 1
+    assert peak == 100
+    assert lrs[99] == pytest.approx(64**-0.5 * 100**-0.5)
+    assert lrs[9] == pytest.approx(lrs[99] / 10)  # linear warm-up
+    assert lrs[399 - 1] == pytest.approx(lrs[99] * (100 / 399) ** 0.5)
+    p = nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([p], lr=0.5)
+    sched = noam_scheduler(opt, 64, warmup=10, factor=2.0)
+    for s in range(1, 4):
+        assert opt.param_groups[0]["lr"] == pytest.approx(noam_lr(s, 64, 10, 2.0))
+        opt.step(), sched.step()
+    with pytest.raises(ValueError):
+        noam_lr(0, 64)
+
+
+def test_fit_noam_schedule_is_noam_lr_scaled_to_its_peak():
+    model, seen = Affine(), []
+
+    def record(m, batch):
+        seen.append(opt.param_groups[0]["lr"])
+        return _mse(m, batch)
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.2)
+    fit(
+        model,
+        _batches(),
+        record,
+        steps=40,
+        optimizer=opt,
+        schedule="noam",
+        warmup=10,
+        quiet=True,
+    )
+    peak = noam_lr(10, 64, warmup=10)
+    want = [0.2 * noam_lr(s, 64, warmup=10) / peak for s in range(1, 41)]
+    assert seen == pytest.approx(want)
+    with pytest.raises(ValueError, match="warmup"):
+        fit(Affine(), _batches(), _mse, steps=5, schedule="noam", quiet=True)
+
+
 def test_exact_match_cuts_at_eos():
     pred = torch.tensor([[5, 6, 2, 9], [5, 6, 7, 2], [5, 2, 0, 0], [5, 6, 3, 3]])
     gold = torch.tensor([[5, 6, 2], [5, 6, 2], [5, 6, 2], [5, 6, 2]])
@@ -139,12 +203,21 @@ def test_evaluate_and_by_length_on_a_perfect_and_a_broken_model():
     task = ReversalTask(lengths=(2, 5))
 
     class Oracle(nn.Module):  # answers by reading the source: always right
-        def greedy(self, src, src_lengths, max_len):
-            out = torch.zeros(src.shape[0], src.shape[1] + 1, dtype=torch.long)
+        pad_id, bos_id, eos_id = Vocab.pad_id, Vocab.bos_id, Vocab.eos_id
+
+        def step(self, src, src_lengths, weights=False):
+            B, S = src.shape
+            answer = torch.full((B, S + 1), self.pad_id)  # reversed source, <eos>
             for b, n in enumerate(src_lengths.tolist()):
-                out[b, :n] = src[b, :n].flip(0)
-                out[b, n] = 2
-            return out, None
+                answer[b, :n] = src[b, :n].flip(0)
+                answer[b, n] = self.eos_id
+
+            def step(prefix):  # (B, t) -> (B, V): certain of the right token
+                logp = torch.full((B, len(task.tgt_vocab)), -1e9)
+                col = answer[:, min(prefix.shape[1] - 1, S)]
+                return logp.scatter(1, col[:, None], 0.0)
+
+            return step
 
     assert evaluate(Oracle(), task, n=30)["accuracy"] == 1.0
     attnlab.seed_everything(0)

@@ -23,7 +23,7 @@ def _pair(kind, norm_first, activation, dtype=torch.float64):
     )
     ref = torch_cls(D, H, FF, dropout=0.0, activation=activation, batch_first=True,
                     norm_first=norm_first, dtype=dtype)  # fmt: skip
-    ours = ours_cls(D, H, FF, dropout=0.0, norm_first=norm_first, activation=activation)
+    ours = ours_cls(D, H, FF, 0.0, activation, norm_first=norm_first)  # torch's order
     return attnlab.copy_from_torch(ours.to(dtype), ref), ref
 
 
@@ -131,14 +131,17 @@ def test_layer_names_mirror_pytorch():
     assert "norm3" not in enc and "cross_attn" not in enc
 
 
-def test_stack_names():
-    # The design's names for the stacks live in attnlab.transformer; the top level keeps
-    # attnlab.Encoder/Decoder free (seq2seq's GRU versions use those names in chapter 1).
-    from attnlab import transformer
-
-    assert transformer.Encoder is attnlab.TransformerEncoder
-    assert transformer.Decoder is attnlab.TransformerDecoder
-    assert not hasattr(attnlab, "Encoder") and not hasattr(attnlab, "Decoder")
+def test_constructor_in_pytorch_order():
+    # (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps); norm_first
+    # is keyword-only, since PyTorch's next positional argument is batch_first.
+    layer = attnlab.TransformerEncoderLayer(D, H, FF, 0.2, "gelu", 1e-6)
+    ref = nn.TransformerEncoderLayer(D, H, FF, 0.2, "gelu", 1e-6)
+    assert layer.dropout.p == ref.dropout.p == 0.2
+    assert layer.norm1.eps == ref.norm1.eps == 1e-6
+    assert layer.activation is F.gelu
+    assert attnlab.TransformerDecoderLayer(D, H).linear1.out_features == 2048
+    with pytest.raises(TypeError):
+        attnlab.TransformerEncoderLayer(D, H, FF, 0.1, "relu", 1e-5, True)
 
 
 def test_bad_arguments():
@@ -261,40 +264,7 @@ def test_length_penalty():
     assert attnlab.length_penalty(10, 0.6) > attnlab.length_penalty(3, 0.6)
 
 
-def test_label_smoothed_loss_equals_cross_entropy():
-    logits = torch.randn(3, 5, 7) * 10
-    target = torch.randint(0, 7, (3, 5))
-    target[0, 3:] = 0
-    for eps in (0.0, 0.1, 0.3):
-        got = attnlab.label_smoothed_loss(logits, target, eps, ignore_index=0)
-        exp = F.cross_entropy(logits.reshape(-1, 7), target.reshape(-1),
-                              ignore_index=0, label_smoothing=eps)  # fmt: skip
-        torch.testing.assert_close(got, exp)
-    with pytest.raises(ValueError, match="disagree"):
-        attnlab.label_smoothed_loss(logits, target[:, :2])
-    with pytest.raises(ValueError, match="ignore_index"):
-        attnlab.label_smoothed_loss(logits, torch.zeros_like(target), ignore_index=0)
-
-
-def test_noam_schedule():
-    lrs = [attnlab.noam_lr(s, 64, warmup=100) for s in range(1, 400)]
-    peak = max(range(len(lrs)), key=lrs.__getitem__) + 1
-    assert peak == 100
-    assert lrs[99] == pytest.approx(64**-0.5 * 100**-0.5)
-    assert lrs[9] == pytest.approx(lrs[99] / 10)  # linear warm-up
-    assert lrs[399 - 1] == pytest.approx(lrs[99] * (100 / 399) ** 0.5)
-    p = nn.Parameter(torch.zeros(1))
-    opt = torch.optim.Adam([p], lr=0.5)
-    sched = attnlab.noam_scheduler(opt, 64, warmup=10, factor=2.0)
-    for s in range(1, 4):
-        assert opt.param_groups[0]["lr"] == pytest.approx(
-            attnlab.noam_lr(s, 64, 10, 2.0)
-        )
-        opt.step(), sched.step()
-    with pytest.raises(ValueError):
-        attnlab.noam_lr(0, 64)
-
-
+@pytest.mark.slow
 def test_model_overfits_a_tiny_batch():
     torch.manual_seed(0)
     task = attnlab.data.make_task("reversal", lengths=(3, 5), n_symbols=6)
@@ -308,7 +278,7 @@ def test_model_overfits_a_tiny_batch():
     torch.set_num_threads(1)  # tiny matrices: threads only add overhead
     try:
         for _ in range(80):
-            loss = model.loss(batch)
+            loss = attnlab.train.token_loss(model.logits(batch), batch.tgt_out)
             opt.zero_grad(), loss.backward(), opt.step()
     finally:
         torch.set_num_threads(threads)
@@ -337,3 +307,18 @@ def test_beam_does_not_stop_on_weak_finished_hypotheses():
     assert best == [3, 3, 3, 3, 3, 2]
     assert score == pytest.approx(5 * torch.tensor(0.85).log().item(), abs=1e-5)
     assert best == attnlab.greedy_decode(step, 1, 1, 2, max_len=8)[0].tolist()
+
+
+def test_step_weights_are_the_last_cross_attention():
+    model = _model()
+    src = torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]])
+    lengths = torch.tensor([3, 5])
+    ids, w = attnlab.greedy_decode(
+        model.step(src, lengths, weights=True), 2, 1, 2, max_len=4, return_weights=True
+    )
+    assert w.shape == (2, ids.shape[1], 5)
+    assert (w[0, :, 3:] == 0).all()  # padding never receives weight
+    tgt_in = torch.cat([torch.ones(2, 1, dtype=torch.long), ids[:, :-1]], dim=1)
+    maps = model.attention_maps(src, tgt_in, lengths)
+    torch.testing.assert_close(w[1], maps["cross"][-1][1].mean(0))  # (T, S)
+    assert torch.equal(ids, model.greedy(src, lengths, max_len=4)[0])

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import matplotlib
+import math
 
-matplotlib.use("Agg")
+import pytest
 
-import math  # noqa: E402
-
-import pytest  # noqa: E402
-
-from attnlab.widgets import mappings as W  # noqa: E402
+from attnlab.widgets import mappings as W
 
 
 @pytest.mark.parametrize("mapping", W.MAPPINGS)

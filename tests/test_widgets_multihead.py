@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attnlab.widgets import multihead as w  # noqa: E402
+from attnlab.widgets import multihead as w
 
 
 def test_handset_heads_patterns():

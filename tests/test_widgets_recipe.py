@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attnlab.widgets.recipe import (  # noqa: E402
+from attnlab.widgets.recipe import (
     KEYS,
     query_vs_keys,
     query_vs_keys_widget,

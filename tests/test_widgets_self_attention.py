@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import matplotlib
+import math
 
-matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-import math  # noqa: E402
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import attnlab  # noqa: E402
-from attnlab.widgets import self_attention as w  # noqa: E402
+import attnlab
+from attnlab.widgets import self_attention as w
 
 
 @pytest.fixture(autouse=True)

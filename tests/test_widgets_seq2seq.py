@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
-
-import pytest  # noqa: E402
-
-import attnlab  # noqa: E402
-from attnlab.data import DateTask, ReversalTask  # noqa: E402
-from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
-from attnlab.widgets.seq2seq import alignment_explorer, alignment_widget  # noqa: E402
+import attnlab
+from attnlab.data import DateTask, ReversalTask
+from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig
+from attnlab.widgets.seq2seq import alignment_explorer, alignment_widget
 
 
 def _model(task, attention="additive"):
@@ -38,6 +34,7 @@ def test_explorer_row_is_a_distribution_over_the_source(step):
     assert info["target"] == "edcba" and info["correct"] == (info["output"] == "edcba")
 
 
+@pytest.mark.slow
 def test_explorer_on_an_oracle_like_trained_model():
     """After a short training on reversal, step 0 looks at the last source letter."""
     task = ReversalTask(lengths=(3, 6), distinct=True)

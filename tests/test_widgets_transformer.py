@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import attnlab  # noqa: E402
-from attnlab.widgets import transformer as wt  # noqa: E402
+import attnlab
+from attnlab.widgets import transformer as wt
 
 
 @pytest.fixture(autouse=True)
@@ -67,6 +63,21 @@ def test_architecture_switch():
         "final LayerNorm" in pre["decoder"] and "final LayerNorm" not in post["decoder"]
     )
     assert post["decoder"].count("LayerNorm") == 3
+    # residual arrows: one per sub-block, around exactly that sub-block
+    assert len(post["skips"]["encoder"]) == 2 and len(pre["skips"]["decoder"]) == 3
+    for r in (post, pre):
+        for stack in ("encoder", "decoder"):
+            for a, b in r["skips"][stack]:
+                assert r[stack][b] == "+ residual" and a < b
+    enc = pre["encoder"]
+    assert [enc[a] for a, _ in pre["skips"]["encoder"]] == [
+        "+ positional encoding",
+        "+ residual",
+    ]
+    assert [post["encoder"][a] for a, _ in post["skips"]["encoder"]] == [
+        "+ positional encoding",
+        "LayerNorm",
+    ]
 
 
 def test_widgets_build():

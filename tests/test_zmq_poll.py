@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,10 +14,10 @@ import zmq.asyncio
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tools import zmq_poll
 
-from tools import zmq_poll  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 REPLY = {"msg_type": "execute_reply"}
 

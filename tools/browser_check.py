@@ -11,9 +11,14 @@ ran, it asserts:
 * chapter pages carry the Colab launch button, show exercise boxes, and keep every
   solution collapsed in a dropdown; the bibliography lists entries;
 * no page loads a script or stylesheet from another host (it must work offline).
+* every static twin (``[data-twin]``, attnlab.widgets.twin) responds: its controls are
+  set to the settings its registered check lists, and each readout must equal
+  attnlab's own number within the check's tolerance; its controls are labelled and
+  focusable, it starts in under a second, and its text stands out in the dark theme.
 
 Screenshots go to the shots folder: the top of each page, and on chapter pages the first
-widget and the first exercise with its (collapsed) solution.
+widget and the first exercise with its (collapsed) solution, and every twin in the
+light and the dark theme.
 
 Chromium is Debian's ``chromium`` package; if it is missing and we are root with apt-get,
 it is installed, otherwise the check stops with a message saying how (never passes).
@@ -26,7 +31,6 @@ import base64
 import functools
 import http.server
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -97,28 +101,17 @@ SCROLL_TO = r"""
 
 
 def find_chromium() -> str:
+    """The Chromium (or Chrome) executable; never installs one (a test must not change
+    the machine): if none is found, say what to install and stop."""
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
         if path:
             return path
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        print(
-            "chromium not found: installing Debian's chromium package ...", flush=True
-        )
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "chromium", "fonts-noto-color-emoji"],
-            check=True,
-            env=env,
-        )
-        path = shutil.which("chromium")
-        if path:
-            return path
     sys.exit(
         "error: the browser check needs Chromium and it is not installed.\n"
-        "       Install it with:  sudo apt-get install chromium   (Debian/Ubuntu)\n"
-        "       then run `make test` again."
+        "       Debian/Ubuntu:  sudo apt-get install chromium fonts-noto-color-emoji\n"
+        "       macOS:          brew install --cask chromium\n"
+        "       then run `make test` again (the README lists the prerequisites)."
     )
 
 
@@ -264,6 +257,217 @@ def problems(rel: str, p: dict) -> list[str]:
     return out
 
 
+# ------------------------------------------------------------------ static twins
+# The widgets that run with no kernel (attnlab.widgets.twin): every twin on a page is
+# driven like a reader would drive it — set its controls, fire `input` — and what it
+# displays is compared with attnlab's own numbers (attnlab.widgets.twin.CHECKS).
+
+# Run in the page: the twins, their payloads, controls and load cost.
+TWINS_ON_PAGE = r"""
+(() => Array.from(document.querySelectorAll('[data-twin]')).map((root) => {
+  const data = root.querySelector('script.twin-data');
+  const script = root.nextElementSibling;
+  return {
+    id: root.id, kind: root.dataset.twin, ready: root.dataset.twinReady === '1',
+    error: root.getAttribute('data-twin-error'),
+    data: data ? JSON.parse(data.textContent) : null,
+    controls: Array.from(root.querySelectorAll('input, select')).map((c) => ({
+      name: c.name, type: c.type, labelled: c.labels ? c.labels.length : 0,
+      focusable: c.tabIndex >= 0 && !c.disabled})),
+    bytes: (data ? data.textContent.length : 0)
+        + (script && script.tagName === 'SCRIPT' ? script.textContent.length : 0),
+    mount_ms: (window.attnlabTwin && window.attnlabTwin.timings[root.id]) || null,
+  };
+}))()
+"""
+
+# Run in the page: set a twin's controls as a reader would, fire `input` on each, and
+# read back the controls (after the browser snapped them to their steps) and readouts.
+TWIN_SET = r"""
+((id, settings) => {
+  const root = document.getElementById(id);
+  for (const [name, value] of Object.entries(settings)) {
+    const c = root.querySelector(`[name="${name}"]`);
+    if (!c) return {missing: name};
+    if (c.type === 'checkbox') c.checked = !!value; else c.value = String(value);
+    c.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  const actual = {};
+  root.querySelectorAll('input, select').forEach((c) => {
+    actual[c.name] = c.type === 'checkbox' ? c.checked
+        : (c.type === 'range' ? Number(c.value) : c.value);
+  });
+  const readouts = {};
+  root.querySelectorAll('[data-readout]').forEach((el) => {
+    readouts[el.dataset.readout] = {text: el.textContent,
+                                    value: el.getAttribute('data-value')};
+  });
+  return {actual, readouts, error: root.getAttribute('data-twin-error')};
+})
+"""
+
+# Run in the page: switch the theme (pydata-sphinx-theme reads these attributes) and
+# report the twin's text colour and the page background, as relative luminances.
+THEME = r"""
+((id, mode) => {
+  const html = document.documentElement;
+  if (!html.dataset.theme) return null;  // a page without a light/dark theme
+  html.dataset.theme = mode; html.dataset.mode = mode;
+  const lum = (css) => { const m = css.match(/[\d.]+/g).map(Number);
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(m[0]) + 0.7152 * f(m[1]) + 0.0722 * f(m[2]); };
+  let bg = 'rgb(255, 255, 255)';
+  for (let el = document.getElementById(id); el; el = el.parentElement) {
+    const c = getComputedStyle(el).backgroundColor;
+    if (c && !c.startsWith('rgba(0, 0, 0, 0)') && c !== 'transparent') { bg = c; break; }
+  }
+  return {text: lum(getComputedStyle(document.getElementById(id)).color), bg: lum(bg)};
+})
+"""
+
+
+def _twin_case_problems(where: str, check, case: dict, got: dict, data) -> list[str]:
+    from attnlab.widgets.twin import close
+
+    if "missing" in got:
+        return [f"{where}: no control named {got['missing']!r}"]
+    if got.get("error"):
+        return [f"{where}: the script failed: {got['error']}"]
+    expected = check.reference(got["actual"], data)
+    out = []
+    for name, exp in expected.items():
+        r = got["readouts"].get(name)
+        if r is None:
+            out.append(f"{where}: no readout {name!r} (expected {exp!r})")
+            continue
+        tol = check.tolerance(name, got["actual"])
+        if not close(r["value"], exp, tol):
+            out.append(
+                f"{where} {case}: readout {name} = {r['value']} ({r['text']!r}), "
+                f"attnlab says {exp!r} (tolerance {tol:g})"
+            )
+    blank = [n for n, r in got["readouts"].items() if r["text"].strip() in ("", "–")]
+    if blank:
+        out.append(f"{where} {case}: readouts left blank: {blank[:5]}")
+    return out
+
+
+# Run in the page: focus a twin's first slider and return its readouts' texts.
+FOCUS_SLIDER = r"""
+((id) => {
+  const root = document.getElementById(id), r = root.querySelector('input[type=range]');
+  if (!r) return null;
+  if (Number(r.value) >= Number(r.max)) {  // leave room for one step to the right
+    r.value = r.min; r.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  r.focus();
+  return Array.from(root.querySelectorAll('[data-readout]')).map((e) => e.textContent);
+})
+"""
+
+
+async def _keyboard_moves(browser: Browser, twin_id: str) -> bool:
+    """Press the right arrow on the twin's first slider: do its readouts change?"""
+    before = await browser.evaluate(f"({FOCUS_SLIDER})({json.dumps(twin_id)})")
+    if before is None:
+        return True  # no slider: selects and checkboxes are keyboard-operable natively
+    key = {"key": "ArrowRight", "code": "ArrowRight", "windowsVirtualKeyCode": 39}
+    await browser.call("Input.dispatchKeyEvent", type="keyDown", **key)
+    await browser.call("Input.dispatchKeyEvent", type="keyUp", **key)
+    await asyncio.sleep(0.1)
+    after = await browser.evaluate(
+        f"Array.from(document.getElementById({json.dumps(twin_id)})"
+        ".querySelectorAll('[data-readout]')).map((e) => e.textContent)"
+    )
+    return after != before
+
+
+async def check_twins(
+    browser: Browser, rel: str, shots: Path | None
+) -> tuple[list, list]:
+    """Drive every twin on the open page; return (problems, one line per twin).
+
+    Screenshots of each twin, in the light and the dark theme, go to ``shots``
+    (none when it is None).
+    """
+    import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
+    from attnlab.widgets.twin import CHECKS
+
+    errors, lines = [], []
+    twins = await browser.evaluate(TWINS_ON_PAGE) or []
+    name = rel.replace("/", "_").removesuffix(".html")
+    for tw in twins:
+        where = f"{rel} twin {tw['kind']}"
+        if not tw["ready"]:
+            errors.append(f"{where}: never mounted ({tw['error'] or 'no error shown'})")
+            continue
+        bad = [c["name"] for c in tw["controls"] if not c["labelled"]]
+        bad += [c["name"] for c in tw["controls"] if not c["focusable"]]
+        if bad:
+            errors.append(f"{where}: controls without a label or keyboard focus: {bad}")
+        check = CHECKS.get(tw["kind"])
+        if check is None:
+            errors.append(f"{where}: no browser check registered for this kind")
+            continue
+        cases = check.cases_for(tw["data"])
+        seen, n_bad = set(), 0
+        for case in cases:
+            got = await browser.evaluate(
+                f"({TWIN_SET})({json.dumps(tw['id'])}, {json.dumps(case)})"
+            )
+            found = _twin_case_problems(where, check, case, got, tw["data"])
+            n_bad += bool(found)
+            errors += found
+            seen.add(json.dumps(got.get("readouts"), sort_keys=True))
+        if len(cases) > 1 and len(seen) < 2:
+            errors.append(f"{where}: readouts did not change as the controls moved")
+        if not await _keyboard_moves(browser, tw["id"]):
+            errors.append(f"{where}: its first slider does not respond to the keyboard")
+        if shots:
+            await browser.shot_of(
+                shots / f"{name}-twin-{tw['kind']}.png", f"#{tw['id']}"
+            )
+        dark = await browser.evaluate(f"({THEME})({json.dumps(tw['id'])}, 'dark')")
+        await asyncio.sleep(0.3)  # let the page repaint in the new theme
+        if shots:
+            dark_png = shots / f"{name}-twin-{tw['kind']}-dark.png"
+            await browser.shot_of(dark_png, f"#{tw['id']}")
+        await browser.evaluate(f"({THEME})({json.dumps(tw['id'])}, 'light')")
+        if dark and not (dark["text"] > 0.4 and dark["bg"] < 0.2):
+            errors.append(
+                f"{where}: in the dark theme its text (luminance {dark['text']:.2f}) "
+                f"does not stand out from the background ({dark['bg']:.2f})"
+            )
+        mount = tw["mount_ms"] or 0.0
+        if mount > 1000:
+            errors.append(f"{where}: took {mount:.0f} ms to start (budget 1000 ms)")
+        lines.append(
+            f"{'FAIL' if n_bad else 'ok  '} {where:44s} {len(cases)} settings, "
+            f"{n_bad} off; script+data {tw['bytes'] / 1024:.1f} KB, "
+            f"starts in {mount:.1f} ms"
+        )
+    return errors, lines
+
+
+async def run_twins_only(
+    exe: str, url: str, shots: Path | None = None
+) -> tuple[list, list]:
+    """Open one page (a built chapter or a test page) and check only its twins."""
+    browser = Browser(exe)
+    try:
+        await browser.connect()
+        await browser.call("Page.navigate", url=url)
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if await browser.evaluate("document.readyState") == "complete":
+                break
+        return await check_twins(browser, url.rsplit("/", 1)[-1], shots)
+    finally:
+        if browser.ws is not None:
+            browser.ws.close()
+        browser.close()
+
+
 async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
     browser = Browser(exe)
     errors: list[str] = []
@@ -281,6 +485,8 @@ async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
                 )
             if probe.get("exercises"):
                 await browser.shot_of(shots / f"{name}-exercise.png", ".exercise")
+            twin_errors, twin_lines = await check_twins(browser, rel, shots)
+            errors += twin_errors
             p = probe or {}
             print(
                 f"{'FAIL' if problems(rel, probe) else 'ok  '} {rel:38s} "
@@ -291,6 +497,8 @@ async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
                 f"colab {'yes' if p.get('colab') else 'no'}",
                 flush=True,
             )
+            for line in twin_lines:
+                print("     ", line, flush=True)
     finally:
         if browser.ws is not None:
             browser.ws.close()

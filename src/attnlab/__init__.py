@@ -11,16 +11,19 @@ Each module's public names (its ``__all__``) are re-exported here, so chapters w
 
 from __future__ import annotations
 
-from . import check, data, mappings, masking, scoring, seq2seq, train
+from . import check, data, efficient, mappings, masking, scoring, seq2seq, toys, train
 from .attention import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .devices import *  # noqa: F403
+from .efficient import *  # noqa: F403
+from .kvcache import *  # noqa: F403
 from .mappings import *  # noqa: F403
 from .masking import *  # noqa: F403
 from .multihead import *  # noqa: F403
 from .notebook import *  # noqa: F403
 from .positional import *  # noqa: F403
 from .structured import *  # noqa: F403
+from .train import noam_lr, noam_scheduler, token_loss
 from .transformer import *  # noqa: F403
 
 __version__ = "0.1.0"

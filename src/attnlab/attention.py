@@ -5,6 +5,15 @@ Given queries ``q (..., T, Dq)``, keys ``k (..., S, Dk)`` and values ``v (..., S
 1. ``scores = score(q, k)``            (..., T, S)
 2. ``weights = mapping(scores)``       (..., T, S), each row on the simplex
 3. ``out = weights @ v``               (..., T, Dv)
+
+:func:`attend` is the recipe with any scorer and any mapping;
+:func:`scaled_dot_product_attention` is the same recipe with the scaled dot-product score,
+in the call shape of :func:`torch.nn.functional.scaled_dot_product_attention`. Both run
+steps 2-3 through one private core, :func:`_combine`, so they mask, map and combine the
+same way.
+
+Masks: boolean ``True`` = may attend (as ``F.scaled_dot_product_attention``);
+``nn.MultiheadAttention`` reads a boolean mask the other way round (``True`` = blocked).
 """
 
 from __future__ import annotations
@@ -22,6 +31,35 @@ from .scoring import dot_score
 __all__ = ["attend", "scaled_dot_product_attention"]
 
 
+def _combine(
+    scores: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    mapping: Callable,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Steps 2-3 of the recipe, shared by both public functions.
+
+    scores (..., T, S), v (..., S, Dv), mask broadcastable to (..., T, S) (its batch
+    dimensions may add to the scores') -> out (..., T, Dv), weights (..., T, S).
+    """
+    if isinstance(mask, torch.Tensor) and mask.dim() >= 2:
+        T, S = scores.shape[-2:]
+        try:
+            shape = torch.broadcast_shapes(scores.shape, mask.shape[:-2] + (T, S))
+        except RuntimeError:
+            shape = scores.shape  # apply_mask names the mismatch
+        scores = scores.expand(shape)  # (..., T, S), batch dims of the mask included
+    scores = apply_mask(scores, mask)  # (..., T, S), -inf where not allowed
+    weights = mapping(scores)  # (..., T, S)
+    if mask is not None:  # whatever the mapping does, a dead row stays zero
+        weights = weights.masked_fill(fully_masked_rows(scores), 0.0)  # (..., T, S)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p, training=True)  # (..., T, S)
+    out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+    return out, weights
+
+
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -29,7 +67,7 @@ def attend(
     score: Callable = dot_score,
     mapping: Callable = softmax,
     mask: torch.Tensor | None = None,
-):
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attend from queries to keys and combine the values.
 
     Parameters
@@ -37,7 +75,8 @@ def attend(
     q, k, v : tensors of shape (..., T, Dq), (..., S, Dk), (..., S, Dv)
     score : callable ``(q, k) -> (..., T, S)``; any scorer of :mod:`attnlab.scoring`
     mapping : callable ``scores -> weights`` along the last dimension (default softmax)
-    mask : optional, broadcastable to (..., T, S); boolean ``True`` = may attend, or a
+    mask : optional, broadcastable to (..., T, S); boolean ``True`` = may attend
+        (``nn.MultiheadAttention`` reads a boolean mask the other way round), or a
         float mask added to the scores. A query whose every key is masked gets zero
         weights and a zero output (never NaN).
 
@@ -56,12 +95,7 @@ def attend(
             f"attend: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
         )
     scores = score(q, k)  # (..., T, S)
-    scores = apply_mask(scores, mask)  # (..., T, S), -inf where masked
-    weights = mapping(scores)  # (..., T, S)
-    if mask is not None:  # whatever the mapping does, a dead row stays zero
-        weights = weights.masked_fill(fully_masked_rows(scores), 0.0)  # (..., T, S)
-    out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
-    return out, weights
+    return _combine(scores, v, mask, mapping)  # (..., T, Dv), (..., T, S)
 
 
 def scaled_dot_product_attention(
@@ -69,39 +103,43 @@ def scaled_dot_product_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
-    dropout_p: float = 0.0,
+    *,
     mapping: Callable | None = None,
-):
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Scaled dot-product attention that also returns its weights.
 
     .. math:: \mathrm{out} = \mathrm{softmax}\big(q k^\top / \sqrt{D_h} + M\big)\, v
 
-    (Vaswani et al., 2017). Same semantics as
-    :func:`torch.nn.functional.scaled_dot_product_attention`, written out in plain
-    torch so every step can be read and its weights inspected.
+    (Vaswani et al., 2017). The arguments are those of
+    :func:`torch.nn.functional.scaled_dot_product_attention`, in its order, but this
+    function returns ``(out, weights)`` where PyTorch's returns ``out`` only: write
+    ``out, _ = attnlab.scaled_dot_product_attention(q, k, v)``. Written out in plain
+    torch through the same core as :func:`attend`, so every step can be read.
 
     Parameters
     ----------
     q, k, v : tensors of shape (..., T, Dh), (..., S, Dh), (..., S, Dv); leading
         (batch, head) dimensions broadcast.
-    attn_mask : optional, broadcastable to (..., T, S). Boolean ``True`` = may attend;
-        a float mask is added to the scaled scores.
+    attn_mask : optional, broadcastable to (..., T, S). Boolean ``True`` = may attend,
+        as in PyTorch's function (``nn.MultiheadAttention`` reads a boolean mask the
+        other way round); a float mask is added to the scaled scores.
+    dropout_p : dropout probability on the weights, applied whenever > 0 (as PyTorch's
+        function; pass ``0.0`` at evaluation time).
     is_causal : query ``i`` attends keys ``0..i`` (top-left triangle, any S); cannot be
         combined with ``attn_mask`` (as in PyTorch: merge them with
         :func:`attnlab.combine_masks` first).
     scale : multiplies the scores; default ``1 / sqrt(Dh)``.
-    dropout_p : dropout probability on the weights, applied whenever > 0 (as PyTorch's
-        function; pass ``0.0`` at evaluation time).
-    mapping : scores -> weights along the last dimension, e.g. ``attnlab.sparsemax``;
-        ``None`` (the default) means :func:`attnlab.softmax`.
+    mapping : keyword only; scores -> weights along the last dimension, e.g.
+        ``attnlab.sparsemax``; ``None`` (the default) means :func:`attnlab.softmax`.
 
     Returns
     -------
     out : (..., T, Dv)
     weights : (..., T, S), after dropout, so that ``out == weights @ v``. A query whose
-        every key is masked gets zero weights and a zero output, never NaN.
+        every key is masked gets zero weights and a zero output (PyTorch gives NaN).
     """
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         if not isinstance(t, torch.Tensor):
@@ -120,29 +158,24 @@ def scaled_dot_product_attention(
         )
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1], got {dropout_p}")
+    if isinstance(dropout_p, bool) or not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(
+            f"dropout_p must be a float in [0, 1], got {dropout_p!r} (the 5th "
+            "argument is dropout_p, as in PyTorch; pass is_causal by keyword)"
+        )
     if is_causal and attn_mask is not None:
         raise ValueError(
             "pass either attn_mask or is_causal=True, not both (combine them with "
             "attnlab.combine_masks(attn_mask, attnlab.causal_mask(T, S)))"
         )
-    mapping = softmax if mapping is None else mapping
     T, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if is_causal:
         attn_mask = causal_mask(T, S, device=q.device)  # (T, S)
-
-    # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
-    scores = (q @ k.transpose(-2, -1)) * scale
-    if attn_mask is not None:
-        shape = torch.broadcast_shapes(scores.shape, attn_mask.shape[:-2] + (T, S))
-        scores = scores.expand(shape)  # (..., T, S), batch dims of the mask included
-    scores = apply_mask(scores, attn_mask)  # (..., T, S), -inf where not allowed
-    weights = mapping(scores)  # (..., T, S)
-    if attn_mask is not None:  # whatever the mapping does, a dead row stays zero
-        weights = weights.masked_fill(fully_masked_rows(scores), 0.0)  # (..., T, S)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p, training=True)  # (..., T, S)
-    out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
-    return out, weights
+    scores = (
+        q @ k.transpose(-2, -1)
+    ) * scale  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
+    mapping = softmax if mapping is None else mapping
+    return _combine(
+        scores, v, attn_mask, mapping, dropout_p
+    )  # (..., T, Dv), (..., T, S)

@@ -26,12 +26,23 @@ Typical use (chapters 1 and 7)::
     task.decode(batch.tgt[0])                          # -> "string" (stops at <eos>)
     batch.src_mask                                     # (B, S) True on real tokens
 
-Models trained on these batches follow the small protocol of :mod:`attnlab.train`
-(``model.loss(batch)``, ``model.greedy(src, src_lengths, max_len)``).
+Held-out data is held out by construction. Every calendar date belongs to exactly one
+of three splits (``"train"`` 80 %, ``"val"`` 10 %, ``"test"`` 10 %), decided by a fixed
+hash of the date itself, so a date seen in training in any of its spellings never
+appears in the validation (early-stopping) or test sets::
+
+    dates = make_task("date")                 # split="train": the only dates fit sees
+    val, test = dates.with_split("val"), dates.with_split("test")
+    fit(model, dates.stream(128, seed=0), eval_fn=lambda m: evaluate(m, val)["accuracy"])
+    evaluate(model, test, n=1000, seed=99)
+
+Models trained on these batches follow :class:`attnlab.decoding.Seq2SeqModel`
+(``model.logits(batch)``, ``model.step(src, src_lengths)``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +61,8 @@ __all__ = [
     "Task",
     "ReversalTask",
     "DateTask",
+    "DATE_SPLITS",
+    "date_split",
     "make_task",
     "collate",
 ]
@@ -352,6 +365,27 @@ MONTHS = [
 _DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 
 
+DATE_SPLITS = ("train", "val", "test")
+_HELD_OUT = 0.1  # fraction of all calendar dates in "val", and again in "test"
+
+
+def date_split(year: int, month: int, day: int) -> str:
+    """The split (``"train"``, ``"val"`` or ``"test"``) a calendar date belongs to.
+
+    A fixed function of the date alone (a BLAKE2 hash, identical on every machine and
+    Python version), so the three splits partition the calendar: each date is in
+    exactly one of them, whatever the format it is written in, the seed or the order
+    of sampling. About 80 % of dates are ``"train"``, 10 % ``"val"``, 10 % ``"test"``.
+    """
+    key = f"{year:04d}-{month:02d}-{day:02d}".encode()
+    u = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
+    if u < _HELD_OUT:
+        return "val"
+    if u < 2 * _HELD_OUT:
+        return "test"
+    return "train"
+
+
 class DateTask(Task):
     """Rewrite a written date in ISO form: ``22 November 2026`` -> ``2026-11-22``.
 
@@ -366,23 +400,54 @@ class DateTask(Task):
     The target is always ``2 0 2 6 - 1 1 - 2 2``: year first, so the alignment crosses
     itself (non-monotone). ``lengths`` is ignored for sampling (dates are 5–10 source
     tokens long); it is kept for the common interface.
+
+    ``split`` says which calendar dates this task draws from (see :func:`date_split`):
+    ``"train"`` (the default, so anything trained on a default task never sees a
+    held-out date), ``"val"`` for early stopping, ``"test"`` for the final number, or
+    ``None`` for all dates (demos only). :meth:`with_split` gives the same task on
+    another split; every method that samples (:meth:`pairs`, :meth:`batch`,
+    :meth:`stream`, and so :func:`attnlab.train.evaluate`) stays inside the split.
+    Typed examples (:meth:`encode`) are taken as given.
     """
 
     name = "date"
     FORMATS = ("dmy", "mdy", "numeric")
 
-    def __init__(self, lengths=(5, 10), years=(1900, 2099), seed: int = 0):
+    def __init__(
+        self,
+        lengths=(5, 10),
+        years=(1900, 2099),
+        seed: int = 0,
+        split: str | None = "train",
+    ):
         super().__init__(lengths, seed)
+        if split is not None and split not in DATE_SPLITS:
+            raise ValueError(
+                f"split must be one of {DATE_SPLITS} or None (all dates), got {split!r}"
+            )
+        self.split = split
         self.years = years
         digits = [str(d) for d in range(10)]
         words = MONTHS + [m[:3] for m in MONTHS]
         self.src_vocab = Vocab(digits + words + [",", "."])
         self.tgt_vocab = Vocab(digits + ["-"])
 
+    def with_split(self, split: str | None) -> DateTask:
+        """The same task (same vocabularies and years) drawing from another split."""
+        return DateTask(self.lengths, self.years, self.seed, split=split)
+
+    def split_of(self, src_tokens: Sequence[str]) -> str:
+        """The split of the calendar date a source denotes (in any of its formats)."""
+        y, m, d = "".join(self.target(src_tokens)).split("-")
+        return date_split(int(y), int(m), int(d))
+
     def sample(self, rng, length=None):
-        y = rng.randint(*self.years)
-        m = rng.randint(1, 12)
-        d = rng.randint(1, _DAYS[m - 1])
+        while True:  # rejection sampling: same distribution, restricted to the split
+            y = rng.randint(*self.years)
+            m = rng.randint(1, 12)
+            d = rng.randint(1, _DAYS[m - 1])
+            if self.split is None or date_split(y, m, d) == self.split:
+                break
         fmt = rng.choice(self.FORMATS)
         short = rng.random() < 0.5
         month = MONTHS[m - 1][:3] if short else MONTHS[m - 1]
@@ -430,6 +495,12 @@ class DateTask(Task):
 
     def join(self, tokens):
         return "".join(tokens)
+
+    def __repr__(self) -> str:
+        return (
+            f"DateTask(split={self.split!r}, src_vocab={len(self.src_vocab)}, "
+            f"tgt_vocab={len(self.tgt_vocab)})"
+        )
 
 
 TASKS = {"reversal": ReversalTask, "date": DateTask}

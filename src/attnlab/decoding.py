@@ -1,61 +1,105 @@
-"""Decoding and the training tricks of the Transformer recipe.
-
-The seed slides' "other tricks" for training a Transformer, the ones that are code:
+"""Decoding: every loop that turns a model into output tokens lives here.
 
 ==========================  ===============================================  ==========
-trick                       here                                             paper
+decoder                     here                                             paper
 ==========================  ===============================================  ==========
-label smoothing             :func:`label_smoothed_loss`                      Szegedy 2016
-learning-rate warm-up       :func:`noam_lr`, :func:`noam_scheduler`          Vaswani 2017
+greedy decoding             :func:`greedy_decode` (optionally with weights)  —
 beam search + length pen.   :func:`beam_search`, :func:`length_penalty`      Wu 2016
-greedy decoding             :func:`greedy_decode`                            —
+sampling / continuation     :func:`generate`                                 —
 ==========================  ===============================================  ==========
 
-Decoders here do not know about models: they call ``step(prefix) -> log-probs``, a
-function from the tokens so far ``prefix (N, t)`` (starting with ``<bos>``) to the
-log-probabilities of the next token ``(N, V)``. A model wraps itself in such a function
-(:meth:`attnlab.Seq2SeqTransformer.greedy` / ``.beam``); a hand-written table works too.
+Decoders do not know about models. They call a *step*: a function from the tokens so
+far ``prefix (N, t)`` (starting with ``<bos>``) to the log-probabilities of the next
+token ``(N, V)`` — or ``(log-probs (N, V), weights (N, S))`` when the caller asks for
+the attention weights. A model makes such a step for a batch of sources with
+``model.step(src, src_lengths)`` (the :class:`Seq2SeqModel` protocol); a hand-written
+probability table works too (the tests drive beam search with one).
+
+A step may keep state between calls (an RNN's hidden state; later a key/value cache):
+the decoders call it once per new token, with the prefix one token longer each time.
+If it has a ``reorder(rows)`` method, :func:`beam_search` calls it whenever the beams
+are re-selected (``rows (K,)`` are the indices of the surviving prefixes), so the state
+follows its prefix. A stateless step needs neither.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import torch
 
 __all__ = [
+    "Step",
+    "Seq2SeqModel",
     "greedy_decode",
     "beam_search",
     "length_penalty",
-    "label_smoothed_loss",
-    "noam_lr",
-    "noam_scheduler",
+    "generate",
 ]
 
 Step = Callable[[torch.Tensor], torch.Tensor]  # prefix (N, t) -> log-probs (N, V)
 
 
+@runtime_checkable
+class Seq2SeqModel(Protocol):
+    """What :func:`attnlab.train.fit`, :func:`attnlab.train.evaluate` and the decoders
+    rely on. :class:`attnlab.seq2seq.Seq2Seq` and :class:`attnlab.Seq2SeqTransformer`
+    follow it.
+
+    * ``pad_id``, ``bos_id``, ``eos_id``: the special token ids of the target side.
+    * ``logits(batch) -> (B, T, V)``: teacher-forced next-token logits of an
+      :class:`attnlab.data.Batch` (``fit`` takes the token loss of these).
+    * ``step(src (B, S), src_lengths (B,) or None) -> Step``: a decoding step for these
+      sources (see the module docstring); with ``weights=True`` it returns
+      ``(log-probs, weights)``.
+    """
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+    def logits(self, batch) -> torch.Tensor: ...
+
+    def step(self, src, src_lengths=None, weights: bool = False) -> Step: ...
+
+
 @torch.no_grad()
 def greedy_decode(
-    step: Step, batch_size: int, bos_id: int, eos_id: int, max_len: int = 50,
-    pad_id: int = 0, device=None,
-) -> torch.Tensor:  # fmt: skip
+    step: Step,
+    batch_size: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int = 50,
+    pad_id: int = 0,
+    device=None,
+    *,
+    return_weights: bool = False,
+):
     """Pick the most probable next token, ``max_len`` times or until every row ends.
 
     Returns the generated ids ``(B, T')`` without ``<bos>``: each row ends with
-    ``<eos>`` (if it was produced) followed by ``pad_id``.
+    ``<eos>`` (if it was produced) followed by ``pad_id``. With ``return_weights=True``
+    the step must return ``(log-probs, weights (B, S))`` and the result is ``(ids,
+    weights (B, T', S))``: where each output token looked, zeros after ``<eos>``.
     """
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
     ids = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (B,)
+    weights = []
     for _ in range(max_len):
-        nxt = step(ids).argmax(-1)  # (B, t) -> (B, V) -> (B,)
-        nxt = nxt.masked_fill(done, pad_id)  # finished rows only pad
+        out = step(ids)  # (B, t) -> (B, V), or ((B, V), (B, S))
+        if return_weights:
+            out, w = out
+            weights.append(w.masked_fill(done[:, None], 0.0))  # (B, S)
+        nxt = out.argmax(-1).masked_fill(done, pad_id)  # (B,); finished rows only pad
         ids = torch.cat([ids, nxt[:, None]], dim=1)  # (B, t + 1)
         done |= nxt == eos_id
         if bool(done.all()):
             break
+    if return_weights:
+        return ids[:, 1:], torch.stack(weights, dim=1)  # (B, T'), (B, T', S)
     return ids[:, 1:]  # drop <bos>
 
 
@@ -71,9 +115,14 @@ def length_penalty(length: int, alpha: float) -> float:
 
 @torch.no_grad()
 def beam_search(
-    step: Step, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
-    alpha: float = 0.6, device=None,
-) -> list[tuple[list[int], float]]:  # fmt: skip
+    step: Step,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    max_len: int = 50,
+    alpha: float = 0.6,
+    device=None,
+) -> list[tuple[list[int], float]]:
     """Beam search for one input: keep the ``beam_size`` best prefixes at each step.
 
     At each step every live prefix is extended by every token; of the extensions, the
@@ -83,7 +132,8 @@ def beam_search(
     kept. The search stops when even the best live prefix, scored at its current
     length, cannot beat the worst kept finished hypothesis, or after ``max_len``
     tokens (the live prefixes then count as finished). With ``beam_size=1`` this is
-    exactly greedy decoding.
+    exactly greedy decoding. A stateful ``step`` is told the surviving rows through
+    its ``reorder(rows)`` method, if it has one.
 
     Returns
     -------
@@ -94,6 +144,7 @@ def beam_search(
         raise ValueError(
             f"need beam_size >= 1 and max_len >= 1, got {beam_size}, {max_len}"
         )
+    reorder = getattr(step, "reorder", None)
     beams = torch.full((1, 1), bos_id, dtype=torch.long, device=device)  # (K, t)
     beam_lp = torch.zeros(1, dtype=torch.float64, device=device)  # (K,) log P(prefix)
     finished: list[tuple[list[int], float]] = []
@@ -125,67 +176,35 @@ def beam_search(
         toks = torch.tensor(keep_tok, device=beams.device)[:, None]  # (K, 1)
         beams = torch.cat([beams[rows], toks], dim=1)  # (K, t + 1)
         beam_lp = torch.tensor(keep_lp, dtype=torch.float64, device=beams.device)
+        if reorder is not None:
+            reorder(rows)  # the step's state follows its prefix
     else:  # ran out of length: the live prefixes are candidates too
         for seq, lp in zip(beams[:, 1:].tolist(), beam_lp.tolist()):
             finished.append((seq, lp / length_penalty(len(seq), alpha)))
     return keep_best(finished)
 
 
-def label_smoothed_loss(
-    logits: torch.Tensor,
-    target: torch.Tensor,
-    eps: float = 0.1,
-    ignore_index: int = -100,
+@torch.no_grad()
+def generate(
+    step: Step,
+    prompt: torch.Tensor,
+    n_new: int,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Cross-entropy against a smoothed target: ``(1 - eps)`` on the gold token and
-    ``eps`` spread uniformly over all V classes (Szegedy et al., 2016)::
-
-        loss = (1 - eps) * (-log p_y) + eps * mean_c(-log p_c)
-
-    averaged over the positions whose target is not ``ignore_index``. Equal to
-    ``F.cross_entropy(..., label_smoothing=eps, ignore_index=...)``.
-    logits (..., V), target (...) -> scalar.
+    """Append ``n_new`` tokens to ``prompt (B, T0)``: greedy at temperature 0, else
+    sampled from ``softmax(log-probs / temperature)``. No ``<eos>`` handling: a
+    language model's continuation. Returns ``(B, T0 + n_new)``.
     """
-    if logits.shape[:-1] != target.shape:
-        raise ValueError(
-            f"logits (..., V) and target (...) disagree: {tuple(logits.shape)} vs "
-            f"{tuple(target.shape)}"
-        )
-    if not 0.0 <= eps < 1.0:
-        raise ValueError(f"eps must be in [0, 1), got {eps}")
-    keep = target != ignore_index  # (...)
-    if not bool(keep.any()):
-        raise ValueError("every target is ignore_index: nothing to average")
-    logp = logits.float().log_softmax(-1)  # (..., V)
-    gold = torch.where(keep, target, 0)[..., None]  # (..., 1)
-    nll = -logp.gather(-1, gold).squeeze(-1)  # (...)
-    smooth = -logp.mean(-1)  # (...)
-    loss = (1.0 - eps) * nll + eps * smooth  # (...)
-    return loss[keep].mean().to(logits.dtype)
-
-
-def noam_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
-    """The learning rate of Vaswani et al. (2017), §5.3, at ``step`` (counted from 1)::
-
-        lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-
-    Linear warm-up for ``warmup`` steps, then decay as ``1/√step``.
-    """
-    if step < 1 or warmup < 1:
-        raise ValueError(f"step and warmup are counted from 1, got {step}, {warmup}")
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
-def noam_scheduler(optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0):
-    """A ``LambdaLR`` that sets every group's learning rate to :func:`noam_lr`.
-
-    Call ``scheduler.step()`` after each ``optimizer.step()``. The optimizer's own lr
-    is overridden (the lambda divides it out).
-    """
-    base = [g["lr"] for g in optimizer.param_groups]
-    if any(b <= 0 for b in base):
-        raise ValueError(f"the optimizer's lr must be > 0, got {base}")
-    lambdas = [
-        (lambda s, b=b: noam_lr(s + 1, d_model, warmup, factor) / b) for b in base
-    ]
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)
+    if n_new < 0:
+        raise ValueError(f"n_new must be >= 0, got {n_new}")
+    ids = prompt  # (B, T0)
+    for _ in range(n_new):
+        logp = step(ids)  # (B, t) -> (B, V)
+        if temperature <= 0:
+            nxt = logp.argmax(-1, keepdim=True)  # (B, 1)
+        else:
+            p = (logp / temperature).softmax(-1)  # (B, V)
+            nxt = torch.multinomial(p, 1, generator=generator)  # (B, 1)
+        ids = torch.cat([ids, nxt], dim=1)  # (B, t + 1)
+    return ids

@@ -7,9 +7,19 @@ answers "what is the best device here?" for code that creates tensors from scrat
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import torch
 
-__all__ = ["device", "available_devices"]
+__all__ = ["device", "available_devices", "seed_everything"]
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy and torch (all devices) so a chapter runs the same each time."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _mps_available() -> bool:

@@ -10,6 +10,8 @@ Shapes: T queries, S keys. A mask broadcasts against scores of shape ``(..., T, 
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "check_mask",
     "combine_masks",
     "fully_masked_rows",
+    "warn_if_nothing_attended",
 ]
 
 
@@ -152,3 +155,30 @@ def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
     detected, and softmax spreads the weight uniformly, as in PyTorch.)
     """
     return torch.isneginf(scores).all(dim=-1, keepdim=True)
+
+
+class MaskConventionWarning(UserWarning):
+    """A mask that looks as if it was written for ``nn.MultiheadAttention``."""
+
+
+def warn_if_nothing_attended(
+    mask: torch.Tensor, name: str = "key_padding_mask"
+) -> bool:
+    """Warn if a boolean padding mask ``(B, S)`` blocks every key of every sequence.
+
+    Here ``True`` = may attend; ``nn.MultiheadAttention`` reads the same argument names
+    the other way round (``True`` = padding). A PyTorch-style padding mask of a batch
+    without padding is all ``False``, which here means "attend to nothing": every output
+    would be zero. That is the common mistake this catches. Returns whether it warned.
+    """
+    if mask.dtype != torch.bool or mask.numel() == 0 or bool(mask.any()):
+        return False
+    warnings.warn(
+        f"{name} blocks every key of every sequence (all False), so every output is "
+        "zero. In attnlab True = may attend (a real token); nn.MultiheadAttention reads "
+        f"the same name the other way round (True = padding). Pass ~{name} if it was "
+        "written for PyTorch.",
+        MaskConventionWarning,
+        stacklevel=3,
+    )
+    return True

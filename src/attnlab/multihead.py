@@ -10,8 +10,13 @@ outputs are concatenated back to width D and mixed by ``W_o``::
     (B, H, T, Dh) --concat--> (B, T, D) --w_o--> (B, T, D)
 
 Masks follow the one convention of ``attnlab``: boolean ``True`` = may attend, float
-masks are added. :class:`torch.nn.MultiheadAttention` uses the *opposite* boolean
-convention (``True`` = blocked) for both ``attn_mask`` and ``key_padding_mask``.
+masks are added. :class:`torch.nn.MultiheadAttention` reads the *same argument names*
+the other way round (``True`` = blocked) for both ``attn_mask`` and
+``key_padding_mask``. Passing such a mask here is the easiest mistake to make; when a
+boolean ``key_padding_mask`` blocks every key of every sequence (what a PyTorch-style
+padding mask without padding looks like here) the module warns.
+
+Constructor and ``forward`` take their arguments in ``nn.MultiheadAttention``'s order.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import torch
 from torch import nn
 
 from .attention import scaled_dot_product_attention
-from .masking import causal_mask, combine_masks
+from .masking import causal_mask, combine_masks, warn_if_nothing_attended
 
 __all__ = ["MultiHeadAttention"]
 
@@ -28,29 +33,33 @@ __all__ = ["MultiHeadAttention"]
 class MultiHeadAttention(nn.Module):
     """Batch-first multi-head attention with separate ``w_q, w_k, w_v, w_o``.
 
+    ``MultiHeadAttention(d_model, n_heads, dropout=0.0, bias=True, *, kdim=None,
+    vdim=None)``: the order of :class:`torch.nn.MultiheadAttention` (``embed_dim,
+    num_heads, dropout, bias``), so ``MultiHeadAttention(64, 4, 0.1)`` means dropout
+    0.1 in both. ``kdim``/``vdim`` are keyword-only (PyTorch has ``add_bias_kv`` and
+    ``add_zero_attn`` in between).
+
     Parameters
     ----------
     d_model : D, the width of the queries and of the output; must be divisible by
         ``n_heads``.
     n_heads : H; each head works in ``d_head = D // H`` dimensions.
-    bias : whether the four projections have a bias.
     dropout : dropout on the attention weights, in training mode only.
+    bias : whether the four projections have a bias.
     kdim, vdim : widths of the key and value inputs (default D), for cross-attention
         from another space.
 
-    ``forward(query, key, value, attn_mask=None, key_padding_mask=None,
-    is_causal=False, need_weights=True)`` returns ``(out (B, T, D), weights)`` with
-    the per-head weights ``(B, H, T, S)`` (``None`` if ``need_weights=False``); their
-    mean over heads is what ``nn.MultiheadAttention`` returns by default. The last
-    weights are also kept, detached, in ``self.last_weights`` for plots.
+    Masks: boolean ``True`` = may attend, which is the opposite of what
+    ``nn.MultiheadAttention`` reads under the same names. See :meth:`forward`.
     """
 
     def __init__(
         self,
         d_model: int,
         n_heads: int,
-        bias: bool = True,
         dropout: float = 0.0,
+        bias: bool = True,
+        *,
         kdim: int | None = None,
         vdim: int | None = None,
     ):
@@ -64,8 +73,8 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by n_heads={n_heads}: every head "
                 f"needs the same width d_head = d_model / n_heads"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
         self.d_model = d_model  # D
         self.n_heads = n_heads  # H
         self.d_head = d_model // n_heads  # Dh
@@ -75,10 +84,7 @@ class MultiHeadAttention(nn.Module):
         self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all H query heads at once
         self.w_k = nn.Linear(self.kdim, d_model, bias=bias)
         self.w_v = nn.Linear(self.vdim, d_model, bias=bias)
-        self.w_o = nn.Linear(
-            d_model, d_model, bias=bias
-        )  # mixes the H concatenated heads
-        self.last_weights: torch.Tensor | None = None
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)  # mixes the H heads
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -99,17 +105,35 @@ class MultiHeadAttention(nn.Module):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        attn_mask: torch.Tensor | None = None,
         key_padding_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
         need_weights: bool = True,
-    ):
+        attn_mask: torch.Tensor | None = None,
+        average_attn_weights: bool = False,
+        is_causal: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query (B, T, D)`` to ``key (B, S, kdim)`` / ``value (B, S, vdim)``.
 
-        ``attn_mask``: (T, S), (B, T, S) or broadcastable to (B, H, T, S); boolean
-        ``True`` = may attend, or float (added). ``key_padding_mask``: (B, S), ``True``
-        on real tokens (or float, added). ``is_causal``: query i sees keys 0..i; it is
-        combined with any other mask.
+        Arguments in ``nn.MultiheadAttention.forward``'s order.
+
+        Parameters
+        ----------
+        key_padding_mask : (B, S); boolean ``True`` on real tokens = may attend
+            (``nn.MultiheadAttention`` reads the same name the other way round:
+            ``True`` = padding), or float (added). A boolean mask that blocks every
+            key of every sequence warns: it is almost surely a PyTorch-style mask.
+        need_weights : return the attention weights (else ``None``).
+        attn_mask : (T, S), (B, T, S) or broadcastable to (B, H, T, S); boolean
+            ``True`` = may attend (again the opposite of ``nn.MultiheadAttention``),
+            or float (added).
+        average_attn_weights : return the weights averaged over heads (B, T, S), as
+            PyTorch does by default; the default here, ``False``, returns them per
+            head (B, H, T, S).
+        is_causal : query i sees keys 0..i; combined with any other mask.
+
+        Returns
+        -------
+        out : (B, T, D)
+        weights : (B, H, T, S), (B, T, S) when averaged, or ``None``.
         """
         self._check_inputs(query, key, value, key_padding_mask)
         B, T, D = query.shape  # batch, queries, model width
@@ -138,9 +162,9 @@ class MultiHeadAttention(nn.Module):
         )
         heads = heads.transpose(1, 2).reshape(B, T, D)  # (B, H, T, Dh) -> (B, T, D)
         out = self.w_o(heads)  # (B, T, D) -> (B, T, D): mixes the heads
-
-        self.last_weights = weights.detach()  # (B, H, T, S), for plots
-        return out, (weights if need_weights else None)
+        if not need_weights:
+            return out, None
+        return out, (weights.mean(1) if average_attn_weights else weights)
 
     def _check_inputs(self, query, key, value, key_padding_mask) -> None:
         for t, name in ((query, "query"), (key, "key"), (value, "value")):
@@ -156,8 +180,9 @@ class MultiHeadAttention(nn.Module):
         widths = (
             (query, "query", self.d_model, "d_model"),
             (key, "key", self.kdim, "kdim"),
+            (value, "value", self.vdim, "vdim"),
         )
-        for t, name, want, what in widths + ((value, "value", self.vdim, "vdim"),):
+        for t, name, want, what in widths:
             if t.shape[-1] != want:
                 raise ValueError(
                     f"{name} has width {t.shape[-1]} but {what}={want} "
@@ -175,6 +200,7 @@ class MultiHeadAttention(nn.Module):
                     f"key_padding_mask must have shape (B, S) = {tuple(key.shape[:2])}, "
                     f"got {tuple(key_padding_mask.shape)}"
                 )
+            warn_if_nothing_attended(key_padding_mask, "key_padding_mask")
 
     @torch.no_grad()
     def load_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import random
-
-import numpy as np
 import torch
 
-__all__ = ["setup_notebook", "seed_everything", "glue"]
+from .devices import device, seed_everything
 
-
-def seed_everything(seed: int = 0) -> None:
-    """Seed Python, NumPy and torch (all devices) so a chapter runs the same each time."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+__all__ = ["setup_notebook", "glue"]
 
 
 def setup_notebook(seed: int = 0) -> torch.device:
@@ -31,8 +23,6 @@ def setup_notebook(seed: int = 0) -> torch.device:
             "axes.spines.right": False,
         }
     )
-    from .devices import device
-
     return device()
 
 

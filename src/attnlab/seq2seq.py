@@ -18,9 +18,12 @@ needs a *context* ``c_t``:
   1.5-entmax, fusedmax, hard Gumbel samples, CRF marginals: chapter 4).
 
 Then ``s_t = GRU([emb(y_{t-1}); c_t], s_{t-1})`` and the next-token logits are a linear
-map of ``[s_t; c_t; emb(y_{t-1})]``. (Luong et al. query with ``s_t`` after the GRU
-step instead of ``s_{t-1}``; we keep Bahdanau's order for every scorer, so the scorers
-can be compared with all else equal.)
+map of ``[s_t; c_t; emb(y_{t-1})]``. That is ``style="bahdanau"``, for every scorer.
+``style="luong"`` is a simplified Luong-style variant: the GRU reads
+``[emb(y_{t-1}); summary]``, its new state ``s_t`` is the query, and ``c_t`` only feeds
+the output layer. Only "query ``s_t``, attention after the RNN step" is Luong et al.'s;
+their decoder does not read the summary at every step, combines ``c_t`` and ``s_t`` as
+``tanh(W_c [c_t; s_t])`` and feeds that back into the RNN (input feeding).
 
 Shapes: B batch, S source positions, T target positions, D = ``2 * d_hidden`` the
 annotation size (also the decoder state size), V vocabulary size.
@@ -36,10 +39,10 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import attend
 from .data import Vocab
+from .decoding import greedy_decode
 from .masking import padding_mask
 from .scoring import get_scorer
 from .structured import get_mapping
-from .train import token_loss
 
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
@@ -58,9 +61,8 @@ class Seq2SeqConfig:
     d_hidden: int = 64  # encoder GRU size per direction; annotations are 2 * d_hidden
     attention: str | None = "additive"  # None, "additive", "dot" or "bilinear"
     d_attn: int = 64  # hidden size of the additive scorer
-    style: str = (
-        "bahdanau"  # where attention sits: "bahdanau" (query s_{t-1}) or "luong"
-    )
+    # where attention sits: "bahdanau" (query s_{t-1}) or "luong" (query s_t)
+    style: str = "bahdanau"
     # scores -> weights: "softmax", "sparsemax", "entmax15", "fusedmax", "gumbel"
     # (hard, straight-through) or "structured" (CRF marginals); see attnlab.structured
     mapping: str = "softmax"
@@ -71,7 +73,9 @@ class Seq2SeqConfig:
                 f"attention must be one of {ATTENTIONS}, got {self.attention!r}"
             )
         if self.mapping not in MAPPINGS:
-            raise ValueError(f"mapping must be one of {MAPPINGS}, got {self.mapping!r}")
+            raise ValueError(
+                f"mapping must be one of {tuple(MAPPINGS)}, got {self.mapping!r}"
+            )
         if self.style not in ("bahdanau", "luong"):
             raise ValueError(f"style must be 'bahdanau' or 'luong', got {self.style!r}")
         for name in ("src_vocab", "tgt_vocab", "d_emb", "d_hidden", "d_attn"):
@@ -122,9 +126,9 @@ class Decoder(nn.Module):
 
     * ``"bahdanau"``: query ``s_{t-1}``; ``c_t`` enters the GRU step. Sequential, so
       teacher forcing runs a Python loop over the T steps.
-    * ``"luong"``: the GRU first reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the
-      query. Teacher forcing runs the GRU over all steps at once and attends for all T
-      queries in one call: several times faster on a CPU.
+    * ``"luong"``: a simplified Luong-style variant (no input feeding): the GRU first
+      reads ``[emb(y_{t-1}); summary]``, then ``s_t`` is the query. Teacher forcing runs
+      the GRU over all steps at once and attends for all T queries in one call.
     """
 
     def __init__(
@@ -230,7 +234,7 @@ class Seq2Seq(nn.Module):
             config.attention,
             config.d_attn,
             config.style,
-            mapping=config.mapping,
+            config.mapping,
         )
 
     @property
@@ -249,37 +253,39 @@ class Seq2Seq(nn.Module):
         annotations, summary, mask = self.encode(src, src_lengths)
         return self.decoder(tgt_in, annotations, mask, summary)
 
-    def loss(self, batch) -> torch.Tensor:
-        """Mean token cross-entropy of a :class:`attnlab.data.Batch` (teacher forcing)."""
-        logits, _ = self(batch.src, batch.src_lengths, batch.tgt_in)
-        return token_loss(logits, batch.tgt_out)
+    pad_id, bos_id, eos_id = Vocab.pad_id, Vocab.bos_id, Vocab.eos_id
+
+    def logits(self, batch) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
+        return self(batch.src, batch.src_lengths, batch.tgt_in)[0]
+
+    def step(self, src, src_lengths, weights: bool = False) -> _GRUStep:
+        """A decoding step for these sources (see :mod:`attnlab.decoding`).
+
+        It keeps the decoder state between calls, reads only the newest token of the
+        prefix, and follows beam search's re-selection through ``reorder(rows)``.
+        With ``weights=True`` it returns ``(log-probs (N, V), weights (N, S))``.
+        """
+        annotations, summary, mask = self.encode(src, src_lengths)
+        return _GRUStep(self.decoder, annotations, summary, mask, weights)
 
     @torch.no_grad()
     def greedy(self, src, src_lengths, max_len: int = 50):
         """Greedy decoding: ids (B, T) ending in ``<eos>`` then ``<pad>``, weights.
 
         ``weights`` (B, T, S) is where the decoder looked to write each output token
-        (zeros after ``<eos>``), or None without attention. ``T <= max_len``.
+        (zeros after ``<eos>``), or None without attention. ``T <= max_len``. The loop
+        is :func:`attnlab.decoding.greedy_decode`.
         """
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
-        annotations, summary, mask = self.encode(src, src_lengths)
-        B, S = src.shape
-        s = self.decoder.start(summary)
-        y = torch.full((B,), Vocab.bos_id, dtype=torch.long, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
-        ids, weights = [], []
-        for _ in range(max_len):
-            logits, s, w = self.decoder.step(y, s, annotations, mask, summary)
-            y = logits.argmax(-1).masked_fill(done, Vocab.pad_id)  # (B,)
-            ids.append(y)
-            if w is not None:
-                weights.append(w.masked_fill(done[:, None], 0.0))
-            done = done | (y == Vocab.eos_id)
-            if bool(done.all()):
-                break
-        w = torch.stack(weights, dim=1) if weights else None
-        return torch.stack(ids, dim=1), w  # (B, T), (B, T, S)
+        want = self.decoder.scorer is not None
+        step = self.step(src, src_lengths, weights=want)
+        B, special = src.shape[0], (self.bos_id, self.eos_id)
+        out = greedy_decode(
+            step, B, *special, max_len, self.pad_id, src.device, return_weights=want
+        )
+        return out if want else (out, None)  # (B, T), (B, T, S) or None
 
     @torch.no_grad()
     def translate(self, task, text, max_len: int | None = None) -> dict:
@@ -304,3 +310,29 @@ class Seq2Seq(nn.Module):
             "target": batch.tgt_tokens[0],
             "correct": out == batch.tgt_tokens[0],
         }
+
+
+class _GRUStep:
+    """The decoder as a :mod:`attnlab.decoding` step: state kept between calls."""
+
+    def __init__(self, decoder: Decoder, annotations, summary, mask, weights: bool):
+        self.decoder, self.weights = decoder, weights
+        self.annotations, self.summary, self.mask = annotations, summary, mask
+        self.s = decoder.start(summary)  # (N, D)
+
+    def __call__(self, prefix: torch.Tensor):
+        """prefix (N, t) -> log-probs (N, V) [, weights (N, S)]; reads prefix[:, -1]."""
+        args = (self.annotations, self.mask, self.summary)
+        logits, self.s, w = self.decoder.step(prefix[:, -1], self.s, *args)
+        logp = logits.log_softmax(-1)  # (N, V)
+        if not self.weights:
+            return logp
+        if w is None:  # no attention: nothing was looked at
+            w = self.annotations.new_zeros(self.annotations.shape[:2])  # (N, S)
+        return logp, w
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the state of the surviving beams ``rows (K,)``."""
+        self.s = self.s[rows]  # (K, D)
+        self.annotations = self.annotations[rows]
+        self.summary, self.mask = self.summary[rows], self.mask[rows]

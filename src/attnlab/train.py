@@ -1,14 +1,22 @@
-"""A small, reusable training loop and the metrics the chapters report.
+"""Training: the loop, the loss, the learning-rate schedules and the metrics.
 
 :func:`fit` trains any ``nn.Module`` on any iterable of batches. It prints one plain line
 every ``log_every`` steps (readable in a notebook and in a CI log, no extra package),
 records the loss history, can evaluate every ``eval_every`` steps and stop early once
 a target accuracy is reached.
 
-The models of chapters 1 and 7 follow one small protocol, which the defaults here use:
+==========================  ==============================================  ==========
+piece                       here                                            paper
+==========================  ==============================================  ==========
+token loss (+ smoothing)    :func:`token_loss`                              Szegedy 2016
+warm-up + cosine / linear   ``fit(schedule=..., warmup=...)``               —
+Noam schedule               ``fit(schedule="noam")``, :func:`noam_lr`       Vaswani 2017
+==========================  ==============================================  ==========
 
-* ``model.loss(batch) -> scalar tensor``       (teacher-forced token cross-entropy)
-* ``model.greedy(src, src_lengths, max_len) -> (ids (B, T), weights or None)``
+The seq2seq models of chapters 1 and 7 follow :class:`attnlab.decoding.Seq2SeqModel`
+(``logits(batch)``, ``step(src, src_lengths)``, ``pad_id``/``bos_id``/``eos_id``),
+which the defaults here use: the loss is :func:`token_loss` of ``model.logits(batch)``,
+the evaluation decodes greedily with :func:`attnlab.decoding.greedy_decode`.
 
 Typical use::
 
@@ -34,12 +42,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import Batch, Task, Vocab
-from .notebook import seed_everything
+from .decoding import Seq2SeqModel, greedy_decode
+from .devices import seed_everything
 
 __all__ = [
     "History",
     "fit",
     "token_loss",
+    "noam_lr",
+    "noam_scheduler",
     "exact_match",
     "greedy_ids",
     "evaluate",
@@ -68,28 +79,75 @@ class History:
         return out
 
 
-def token_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = Vocab.pad_id):
-    """Mean cross-entropy over the non-padding target tokens.
+def token_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    pad_id: int = Vocab.pad_id,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """Mean cross-entropy over the non-padding target tokens, optionally smoothed.
 
-    logits (B, T, V), targets (B, T) -> scalar.
+    With ``label_smoothing = eps`` the target puts ``1 - eps`` on the gold token and
+    ``eps`` spread uniformly over all V classes (Szegedy et al., 2016)::
+
+        loss = (1 - eps) * (-log p_y) + eps * mean_c(-log p_c)
+
+    logits (..., V), targets (...) -> scalar, averaged over the positions whose target
+    is not ``pad_id`` (pass ``pad_id=-100`` to average over all of them).
     """
-    if logits.dim() != 3 or logits.shape[:2] != targets.shape:
+    if logits.dim() < 2 or logits.shape[:-1] != targets.shape:
         raise ValueError(
-            f"token_loss expects logits (B, T, V) and targets (B, T), got "
-            f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+            f"token_loss expects logits (..., V) and targets (...), e.g. (B, T, V) and "
+            f"(B, T); got {tuple(logits.shape)} and {tuple(targets.shape)}"
         )
-    B, T, V = logits.shape
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+    if not bool((targets != pad_id).any()):
+        raise ValueError(f"every target is pad_id={pad_id}: nothing to average")
+    V = logits.shape[-1]
     return F.cross_entropy(
-        logits.reshape(B * T, V), targets.reshape(B * T), ignore_index=pad_id
+        logits.reshape(-1, V),  # (N, V)
+        targets.reshape(-1),  # (N,)
+        ignore_index=pad_id,
+        label_smoothing=label_smoothing,
     )
 
 
-def _default_loss(model, batch):
-    if not hasattr(model, "loss"):
+def noam_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
+    """The learning rate of Vaswani et al. (2017), §5.3, at ``step`` (counted from 1)::
+
+        lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+
+    Linear warm-up for ``warmup`` steps, then decay as ``1/√step``.
+    """
+    if step < 1 or warmup < 1:
+        raise ValueError(f"step and warmup are counted from 1, got {step}, {warmup}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def noam_scheduler(optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0):
+    """A ``LambdaLR`` that sets every group's learning rate to :func:`noam_lr`.
+
+    Call ``scheduler.step()`` after each ``optimizer.step()``. The optimizer's own lr
+    is overridden (the lambda divides it out). ``fit(schedule="noam")`` uses the same
+    curve scaled so that its peak is ``fit``'s ``lr``.
+    """
+    base = [g["lr"] for g in optimizer.param_groups]
+    if any(b <= 0 for b in base):
+        raise ValueError(f"the optimizer's lr must be > 0, got {base}")
+    lambdas = [
+        (lambda s, b=b: noam_lr(s + 1, d_model, warmup, factor) / b) for b in base
+    ]
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)
+
+
+def _default_loss(model, batch, label_smoothing: float = 0.0):
+    if not hasattr(model, "logits"):
         raise TypeError(
-            f"{type(model).__name__} has no .loss(batch); pass loss_fn=(model, batch) -> loss"
+            f"{type(model).__name__} has no .logits(batch) (see "
+            "attnlab.decoding.Seq2SeqModel); pass loss_fn=(model, batch) -> loss"
         )
-    return model.loss(batch)
+    return token_loss(model.logits(batch), batch.tgt_out, model.pad_id, label_smoothing)
 
 
 @contextmanager
@@ -115,6 +173,7 @@ def fit(
     clip: float | None = 1.0,
     schedule: str | None = None,
     warmup: int = 0,
+    label_smoothing: float = 0.0,
     eval_fn: Callable[[nn.Module], float] | None = None,
     eval_every: int = 100,
     target: float | None = None,
@@ -131,12 +190,16 @@ def fit(
     model : the module; put in train mode while stepping, eval mode while evaluating.
     batches : any iterable of batches (e.g. :meth:`attnlab.data.Task.stream`); it may
         be shorter than ``steps`` (training then ends early).
-    loss_fn : ``(model, batch) -> scalar loss``; default ``model.loss(batch)``.
+    loss_fn : ``(model, batch) -> scalar loss``; default :func:`token_loss` of
+        ``model.logits(batch)`` against ``batch.tgt_out`` (a
+        :class:`~attnlab.decoding.Seq2SeqModel`).
     steps, lr, optimizer : number of steps; Adam's learning rate unless an optimizer is
         given.
     clip : max global gradient norm (None: no clipping).
     schedule : None (constant learning rate), ``"cosine"`` or ``"linear"`` decay to
-        zero at ``steps``, after ``warmup`` steps of linear warm-up.
+        zero at ``steps``, after ``warmup`` steps of linear warm-up; or ``"noam"``
+        (warm-up, then ``1/√step`` decay, peaking at ``lr``; see :func:`noam_lr`).
+    label_smoothing : passed to the default loss (:func:`token_loss`).
     eval_fn : ``model -> float`` (e.g. exact-match accuracy), run every ``eval_every``
         steps and at the end, under ``torch.no_grad()``.
     target : stop as soon as ``eval_fn`` returns at least this.
@@ -159,7 +222,11 @@ def fit(
     if seed is not None:
         seed_everything(seed)
     with num_threads(threads):
-        loss_fn = loss_fn or _default_loss
+        if loss_fn is None:
+
+            def loss_fn(m, b):
+                return _default_loss(m, b, label_smoothing)
+
         opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
         sched = _scheduler(opt, schedule, warmup, steps)
         hist = History()
@@ -213,14 +280,18 @@ def fit(
 
 
 def _scheduler(opt, schedule, warmup, steps):
-    if schedule not in (None, "cosine", "linear"):
+    if schedule not in (None, "cosine", "linear", "noam"):
         raise ValueError(
-            f"schedule must be None, 'cosine' or 'linear', got {schedule!r}"
+            f"schedule must be None, 'cosine', 'linear' or 'noam', got {schedule!r}"
         )
+    if schedule == "noam" and warmup < 1:
+        raise ValueError("schedule='noam' needs warmup >= 1")
     if warmup < 0 or warmup >= steps:
         raise ValueError(f"warmup must be in 0..steps-1={steps - 1}, got {warmup}")
 
     def factor(i):  # i = steps already taken
+        if schedule == "noam":  # noam_lr / its peak at step == warmup
+            return min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5)
         if i < warmup:
             return (i + 1) / warmup
         if schedule is None:
@@ -265,11 +336,17 @@ def _cut(ids, eos_id):
     return ids[: ids.index(eos_id) + 1] if eos_id in ids else ids
 
 
-def greedy_ids(model, batch: Batch, max_len: int | None = None) -> torch.Tensor:
-    """``model.greedy(src, src_lengths, max_len)[0]`` with ``max_len`` = gold length + 5."""
+def greedy_ids(
+    model: Seq2SeqModel, batch: Batch, max_len: int | None = None
+) -> torch.Tensor:
+    """Greedy decoding of ``batch.src`` with :func:`attnlab.decoding.greedy_decode`
+    (``max_len`` = gold length + 5): ids (B, T')."""
     if max_len is None:
         max_len = batch.tgt.shape[1] + 5
-    return model.greedy(batch.src, batch.src_lengths, max_len)[0]
+    step = model.step(batch.src, batch.src_lengths)
+    B = batch.src.shape[0]
+    ids = model.bos_id, model.eos_id
+    return greedy_decode(step, B, *ids, max_len, model.pad_id, batch.src.device)
 
 
 @torch.no_grad()

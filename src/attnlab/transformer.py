@@ -17,23 +17,31 @@ its FFN uses ``norm3``. Masks follow attnlab: boolean ``True`` = may attend (PyT
 layers take the opposite boolean convention). Shapes: batch-first, B batch, T target
 (query) positions, S source positions, D model width.
 
+Constructors take PyTorch's order: ``TransformerEncoderLayer(d_model, n_heads,
+d_ff=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5, *, norm_first=False)``
+(PyTorch: ``d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+batch_first, norm_first``; we are always batch-first, so ``norm_first`` is keyword-only).
+
 Models: :class:`Seq2SeqTransformer` (encoder–decoder with embeddings, positions and an
-output layer) and :class:`TransformerLM` (decoder-only: the *encoder* layers with a
-causal mask). Both follow the protocol of :mod:`attnlab.train` (``loss(batch)``,
-``greedy(...)``). Decoding (greedy and beam search) is in :mod:`attnlab.decoding`.
+output layer; a :class:`attnlab.decoding.Seq2SeqModel`) and :class:`TransformerLM`
+(decoder-only: the *encoder* layers with a causal mask). Models expose ``step`` for the
+decoders of :mod:`attnlab.decoding`, which own every decoding loop; losses and schedules
+are in :mod:`attnlab.train`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .decoding import beam_search, greedy_decode, label_smoothed_loss
+from .decoding import beam_search, generate, greedy_decode
+from .masking import padding_mask
 from .multihead import MultiHeadAttention
 from .positional import get_positional
 
@@ -65,21 +73,22 @@ class TransformerEncoderLayer(nn.Module):
 
     ``forward(src (B, S, D), src_mask=None, src_key_padding_mask=None,
     is_causal=False) -> (B, S, D)``. ``src_mask`` (S, S) or (B, S, S) and
-    ``src_key_padding_mask`` (B, S) use ``True`` = may attend; ``is_causal=True``
+    ``src_key_padding_mask`` (B, S) use ``True`` = may attend (``nn.TransformerEncoderLayer``
+    reads the same names the other way round: ``True`` = blocked); ``is_causal=True``
     applies the causal mask (decoder-only models). ``norm_first=False`` is the paper's
-    post-LN, ``True`` pre-LN. The last attention weights (B, H, S, S) are kept in
-    ``self_attn.last_weights``.
+    post-LN, ``True`` pre-LN. Attention weights: :meth:`Seq2SeqTransformer.attention_maps`.
     """
 
     def __init__(
         self,
         d_model: int,
         n_heads: int,
-        d_ff: int,
+        d_ff: int = 2048,
         dropout: float = 0.1,
-        norm_first: bool = False,
         activation: str | Callable = "relu",
         layer_norm_eps: float = 1e-5,
+        *,
+        norm_first: bool = False,
     ):
         super().__init__()
         if not 0.0 <= dropout < 1.0:
@@ -99,23 +108,29 @@ class TransformerEncoderLayer(nn.Module):
         h = self.dropout(self.activation(self.linear1(x)))  # (B, T, D) -> (B, T, d_ff)
         return self.linear2(h)  # (B, T, d_ff) -> (B, T, D)
 
-    def _residual(self, x, i: int, sublayer: Callable) -> torch.Tensor:
-        """x + dropout_i(sublayer(...)) with norm_i before (pre-LN) or after (post-LN)."""
-        norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
+    def _residual(self, x, norm: nn.Module, drop: nn.Module, sublayer: Callable):
+        """x + drop(sublayer(...)) with norm before (pre-LN) or after (post-LN)."""
         if self.norm_first:
             return x + drop(sublayer(norm(x)))
         return norm(x + drop(sublayer(x)))
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
         B, S, D = src.shape
+        masks = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask)
 
         def sa(x):  # (B, S, D) -> (B, S, D)
             return self.self_attn(
-                x, x, x, src_mask, src_key_padding_mask, is_causal, need_weights=False
+                x, x, x, **masks, is_causal=is_causal, need_weights=False
             )[0]
 
-        x = self._residual(src, 1, sa)  # (B, S, D)
-        return self._residual(x, 2, self._ff)  # (B, S, D)
+        x = self._residual(src, self.norm1, self.dropout1, sa)  # (B, S, D)
+        return self._residual(x, self.norm2, self.dropout2, self._ff)  # (B, S, D)
 
 
 class TransformerDecoderLayer(TransformerEncoderLayer):
@@ -128,47 +143,62 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     tgt_is_causal=False, memory_is_causal=False) -> (B, T, D)``. Masks: ``True`` =
     may attend; ``tgt_mask`` (T, T), ``memory_mask`` (T, S), padding (B, T) / (B, S).
     Pass ``tgt_is_causal=True`` (or a causal ``tgt_mask``) so position t cannot see
-    the future. Weights: ``self_attn.last_weights`` (B, H, T, T) and
-    ``cross_attn.last_weights`` (B, H, T, S).
+    the future. (``nn.TransformerDecoderLayer`` reads the same mask names the other
+    way round: ``True`` = blocked.) Constructor as the encoder layer's.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, activation: str | Callable = "relu",
-                 layer_norm_eps: float = 1e-5):  # fmt: skip
-        super().__init__(
-            d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps
-        )
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable = "relu",
+        layer_norm_eps: float = 1e-5,
+        *,
+        norm_first: bool = False,
+    ):
+        sizes = (d_model, n_heads, d_ff, dropout, activation, layer_norm_eps)
+        super().__init__(*sizes, norm_first=norm_first)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout3 = nn.Dropout(dropout)
 
     def forward(
         self,
-        tgt,
-        memory,
-        tgt_mask=None,
-        memory_mask=None,
-        tgt_key_padding_mask=None,
-        memory_key_padding_mask=None,
-        tgt_is_causal=False,
-        memory_is_causal=False,
-    ):
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
+    ) -> torch.Tensor:
         B, T, D = tgt.shape
+        self_masks = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask)
+        cross_masks = dict(
+            attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask
+        )
 
         def sa(x):  # (B, T, D) -> (B, T, D): queries, keys, values from the target
             return self.self_attn(
-                x, x, x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, False
+                x, x, x, **self_masks, is_causal=tgt_is_causal, need_weights=False
             )[0]
 
         def ca(x):  # (B, T, D), memory (B, S, D) -> (B, T, D)
             return self.cross_attn(
-                x, memory, memory, memory_mask, memory_key_padding_mask,
-                memory_is_causal, False,
-            )[0]  # fmt: skip
+                x,
+                memory,
+                memory,
+                **cross_masks,
+                is_causal=memory_is_causal,
+                need_weights=False,
+            )[0]
 
-        x = self._residual(tgt, 1, sa)  # (B, T, D)
-        x = self._residual(x, 2, ca)  # (B, T, D)
-        return self._residual(x, 3, self._ff)  # (B, T, D)
+        x = self._residual(tgt, self.norm1, self.dropout1, sa)  # (B, T, D)
+        x = self._residual(x, self.norm2, self.dropout2, ca)  # (B, T, D)
+        return self._residual(x, self.norm3, self.dropout3, self._ff)  # (B, T, D)
 
 
 @dataclass
@@ -190,13 +220,13 @@ class TransformerConfig:
     pad_id: int = 0  # padding id (ignored by the loss, masked as a key)
     bos_id: int = 1  # first decoder input
     eos_id: int = 2  # ends a generated sequence
-    label_smoothing: float = 0.0  # paper: 0.1
     scale_embeddings: bool = True  # multiply embeddings by sqrt(D) as in the paper
 
 
 def _layers(cfg: TransformerConfig, cls, n: int) -> nn.ModuleList:
-    args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.norm_first)
-    return nn.ModuleList(cls(*args, activation=cfg.activation) for _ in range(n))
+    kw = dict(d_ff=cfg.d_ff, dropout=cfg.dropout, activation=cfg.activation)
+    kw["norm_first"] = cfg.norm_first
+    return nn.ModuleList(cls(cfg.d_model, cfg.n_heads, **kw) for _ in range(n))
 
 
 class TransformerEncoder(nn.Module):
@@ -208,9 +238,15 @@ class TransformerEncoder(nn.Module):
         self.layers = _layers(cfg, TransformerEncoderLayer, n)
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
-    def forward(self, x, mask=None, src_key_padding_mask=None, is_causal=False):
-        for layer in self.layers:
-            x = layer(x, mask, src_key_padding_mask, is_causal)  # (B, S, D)
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        for layer in self.layers:  # (B, S, D) -> (B, S, D)
+            x = layer(x, mask, src_key_padding_mask, is_causal=is_causal)
         return self.norm(x)
 
 
@@ -223,20 +259,48 @@ class TransformerDecoder(nn.Module):
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
     def forward(
-        self, x, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None
-    ):
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        pads = dict(
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+        )
         for layer in self.layers:  # (B, T, D), (B, S, D) -> (B, T, D)
-            x = layer(
-                x, memory, None, None, tgt_key_padding_mask, memory_key_padding_mask,
-                tgt_is_causal=True,
-            )  # fmt: skip
+            x = layer(x, memory, **pads, tgt_is_causal=True)
         return self.norm(x)
 
 
-# The names the design uses for the stacks, within this module. They are not exported at
-# the top level, where ``attnlab.seq2seq`` has its own (GRU) ``Encoder`` and ``Decoder``.
-Encoder = TransformerEncoder
-Decoder = TransformerDecoder
+@contextmanager
+def _capture_weights(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict]:
+    """While open, every listed attention module returns and records its weights.
+
+    Yields ``{name: [weights (B, H, T, S) per module]}``, filled by the forward passes
+    run inside the block. The layers call attention with ``need_weights=False``; a
+    forward pre-hook turns it on, so nothing is stored on the modules themselves.
+    """
+    got: dict[str, list] = {name: [None] * len(ms) for name, ms in modules.items()}
+    handles = []
+
+    def ask(mod, args, kwargs):
+        return args, {**kwargs, "need_weights": True}
+
+    for name, ms in modules.items():
+        for i, m in enumerate(ms):
+
+            def keep(mod, args, kwargs, out, name=name, i=i):
+                got[name][i] = out[1].detach()  # (B, H, T, S)
+
+            handles.append(m.register_forward_pre_hook(ask, with_kwargs=True))
+            handles.append(m.register_forward_hook(keep, with_kwargs=True))
+    try:
+        yield got
+    finally:
+        for h in handles:
+            h.remove()
 
 
 class _Embed(nn.Module):
@@ -273,63 +337,86 @@ class Seq2SeqTransformer(nn.Module):
         self.decoder = TransformerDecoder(cfg)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
-    def src_mask(self, src, src_lengths=None) -> torch.Tensor:
-        """(B, S) True on real source tokens."""
-        if src_lengths is None:
-            return src != self.cfg.pad_id
-        S = src.shape[1]
-        return torch.arange(S, device=src.device) < src_lengths.to(src.device)[:, None]
+    @property
+    def pad_id(self) -> int:
+        return self.cfg.pad_id
+
+    @property
+    def bos_id(self) -> int:
+        return self.cfg.bos_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.cfg.eos_id
 
     def encode(self, src, src_lengths=None):
-        """``src (B, S)`` -> ``(memory (B, S, D), src_key_mask (B, S))``."""
+        """``src (B, S)`` -> ``(memory (B, S, D), src_key_padding_mask (B, S))``.
+
+        The mask is True on real source tokens: positions before ``src_lengths``, or
+        (without lengths) the ids that are not ``cfg.pad_id``.
+        """
         if src.dim() != 2:
             raise ValueError(f"src must be token ids (B, S), got {tuple(src.shape)}")
-        mask = self.src_mask(src, src_lengths)  # (B, S)
+        if src_lengths is None:
+            mask = src != self.cfg.pad_id  # (B, S)
+        else:
+            mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
         return self.encoder(self.src_embed(src), src_key_padding_mask=mask), mask
 
-    def decode(self, tgt_in, memory, src_key_mask) -> torch.Tensor:
+    def decode(self, tgt_in, memory, src_key_padding_mask) -> torch.Tensor:
         """``tgt_in (B, T)``, memory (B, S, D) -> next-token logits (B, T, V)."""
-        x = self.decoder(self.tgt_embed(tgt_in), memory, None, src_key_mask)
+        x = self.decoder(
+            self.tgt_embed(tgt_in), memory, memory_key_padding_mask=src_key_padding_mask
+        )
         return self.out(x)  # (B, T, D) -> (B, T, V)
 
     def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
-    def loss(self, batch) -> torch.Tensor:
-        """Teacher-forced, label-smoothed cross-entropy on an :class:`attnlab.data.Batch`."""
-        logits = self(batch.src, batch.tgt_in, batch.src_lengths)  # (B, T, V)
-        eps, pad = self.cfg.label_smoothing, self.cfg.pad_id
-        return label_smoothed_loss(logits, batch.tgt_out, eps, ignore_index=pad)
+    def logits(self, batch) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
+        return self(batch.src, batch.tgt_in, batch.src_lengths)
 
-    def _step_fn(self, memory, mask):
-        def step(prefix: torch.Tensor) -> torch.Tensor:  # (N, t) -> (N, V) log-probs
+    def step(self, src, src_lengths=None, weights: bool = False):
+        """A decoding step for these sources (see :mod:`attnlab.decoding`).
+
+        ``step(prefix (N, t)) -> log-probs (N, V)``, with N = B, or any N when B = 1
+        (the beams of one source). It re-runs the decoder on the whole prefix (no
+        key/value cache yet). With ``weights=True`` it returns ``(log-probs, weights
+        (N, S))``: the last layer's cross-attention from the newest position, averaged
+        over the heads.
+        """
+        memory, mask = self.encode(src, src_lengths)  # (B, S, D), (B, S)
+        last_cross = {"cross": [self.decoder.layers[-1].cross_attn]}
+
+        def step(prefix: torch.Tensor):  # (N, t) -> (N, V) [, (N, S)]
             N = prefix.shape[0]
             m, k = memory.expand(N, -1, -1), mask.expand(N, -1)  # beams of one source
-            return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
+            if not weights:
+                return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
+            with _capture_weights(last_cross) as got:
+                logp = self.decode(prefix, m, k)[:, -1].log_softmax(-1)  # (N, V)
+            return logp, got["cross"][0][:, :, -1].mean(1)  # (N, H, t, S) -> (N, S)
 
         return step
 
     @torch.no_grad()
     def greedy(self, src, src_lengths=None, max_len: int = 50):
         """Greedy decoding: ``(ids (B, T') ending in <eos> then <pad>, None)``."""
-        memory, mask = self.encode(src, src_lengths)
-        cfg = self.cfg
-
-        def step(prefix):  # (B, t) -> (B, V)
-            return self.decode(prefix, memory, mask)[:, -1].log_softmax(-1)
-
-        return greedy_decode(step, src.shape[0], cfg.bos_id, cfg.eos_id, max_len,
-                             cfg.pad_id, src.device), None  # fmt: skip
+        step = self.step(src, src_lengths)
+        B, special = src.shape[0], (self.bos_id, self.eos_id)
+        ids = greedy_decode(step, B, *special, max_len, self.pad_id, src.device)
+        return ids, None
 
     @torch.no_grad()
     def beam(self, src, beam_size=4, max_len=50, alpha=0.6, src_length=None):
         """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
         lengths = None if src_length is None else torch.tensor([src_length])
-        memory, mask = self.encode(src[None], lengths)  # (1, S, D), (1, S)
-        return beam_search(self._step_fn(memory, mask), self.cfg.bos_id,
-                           self.cfg.eos_id, beam_size, max_len, alpha,
-                           device=src.device)  # fmt: skip
+        step = self.step(src[None], lengths)  # one source, expanded to the beams
+        return beam_search(
+            step, self.bos_id, self.eos_id, beam_size, max_len, alpha, device=src.device
+        )
 
     @torch.no_grad()
     def attention_maps(self, src, tgt_in, src_lengths=None) -> dict:
@@ -338,13 +425,15 @@ class Seq2SeqTransformer(nn.Module):
         Returns ``{"encoder": [(B, H, S, S)] * N, "decoder": [(B, H, T, T)] * N,
         "cross": [(B, H, T, S)] * N}``, one tensor per layer.
         """
-        self(src, tgt_in, src_lengths)
         dec = self.decoder.layers
-        return {
-            "encoder": [layer.self_attn.last_weights for layer in self.encoder.layers],
-            "decoder": [layer.self_attn.last_weights for layer in dec],
-            "cross": [layer.cross_attn.last_weights for layer in dec],
+        modules = {
+            "encoder": [layer.self_attn for layer in self.encoder.layers],
+            "decoder": [layer.self_attn for layer in dec],
+            "cross": [layer.cross_attn for layer in dec],
         }
+        with _capture_weights(modules) as maps:
+            self(src, tgt_in, src_lengths)
+        return maps
 
 
 class TransformerLM(nn.Module):
@@ -366,25 +455,17 @@ class TransformerLM(nn.Module):
         B, T = ids.shape
         return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
 
-    def loss(self, ids: torch.Tensor) -> torch.Tensor:
-        """Next-token cross-entropy on ``ids (B, T)`` (padding ignored)."""
-        logits = self(ids[:, :-1])  # (B, T-1, V)
-        eps, pad = self.cfg.label_smoothing, self.cfg.pad_id
-        return label_smoothed_loss(logits, ids[:, 1:], eps, ignore_index=pad)
+    def step(self, ids: torch.Tensor) -> torch.Tensor:
+        """Next-token log-probs ``(B, V)`` after ``ids (B, t)`` (the last ``max_len``
+        tokens are read): a step for :mod:`attnlab.decoding`."""
+        return self(ids[:, -self.cfg.max_len :])[:, -1].log_softmax(-1)
 
     @torch.no_grad()
     def generate(self, prompt, n_new: int, temperature: float = 0.0, generator=None):
-        """Append ``n_new`` tokens to ``prompt (B, T0)``; temperature 0 is greedy."""
-        ids = prompt
-        for _ in range(n_new):
-            logits = self(ids[:, -self.cfg.max_len :])[:, -1]  # (B, V)
-            if temperature <= 0:
-                nxt = logits.argmax(-1, keepdim=True)  # (B, 1)
-            else:
-                p = (logits / temperature).softmax(-1)
-                nxt = torch.multinomial(p, 1, generator=generator)  # (B, 1)
-            ids = torch.cat([ids, nxt], dim=1)  # (B, t + 1)
-        return ids
+        """Append ``n_new`` tokens to ``prompt (B, T0)``; temperature 0 is greedy.
+
+        The loop is :func:`attnlab.decoding.generate`."""
+        return generate(self.step, prompt, n_new, temperature, generator)
 
 
 @torch.no_grad()

@@ -3,6 +3,10 @@
 * :func:`additive_score` — ``fn(q, k, W1, W2, v) -> scores`` (Bahdanau's score)
 * :func:`attend_with_mask` — ``fn(q, k, v, mask) -> (out, weights)`` (dot + softmax)
 * :func:`winning_key` — ``fn(angle, keys) -> int``: the key a very long query picks
+* :func:`smallest_booster` — ``fn(seq, target) -> float``: how strong the key booster
+  of the "look for B" toy must be for the Bs to get ``target`` of the weight
+* :func:`factor_bilinear` — ``fn(W) -> (W_q, W_k)``: a bilinear score as two
+  projections, ``W = W_kᵀ W_q`` (the form self-attention uses)
 
 Every expected value comes from the library (:mod:`attnlab.scoring`,
 :func:`attnlab.attend`), never from a second hand-written copy.
@@ -18,9 +22,16 @@ import torch
 
 from ..attention import attend
 from ..scoring import AdditiveScore
+from ..toys import RECIPE_KEYS
 from ._core import Case, CheckResult, run_check
 
-__all__ = ["additive_score", "attend_with_mask", "winning_key"]
+__all__ = [
+    "additive_score",
+    "attend_with_mask",
+    "winning_key",
+    "smallest_booster",
+    "factor_bilinear",
+]
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -162,8 +173,8 @@ def attend_with_mask(fn: Callable) -> CheckResult:
     return run_check("attend_with_mask", fn, cases)
 
 
-# The keys of the chapter's widget: (1, 0), (0, 1.2), (-1, -0.3), (1.6, 1.6).
-WIDGET_KEYS = torch.tensor([[1.0, 0.0], [0.0, 1.2], [-1.0, -0.3], [1.6, 1.6]])
+# The keys of the chapter's widget (one copy, in attnlab.toys).
+WIDGET_KEYS = RECIPE_KEYS
 
 
 def _winner_reference(angle: float, keys: torch.Tensor, length: float = 1e4) -> int:
@@ -223,3 +234,110 @@ def winning_key(fn: Callable) -> CheckResult:
         ),
     ]
     return run_check("winning_key", fn, cases, compare=_same_index)
+
+
+# The "look for B" toy: embeddings, W_q and W_v of the chapter; W_k = c I.
+_TOY = {"A": (1.0, 0.0), "B": (0.0, 1.0), "C": (0.8, 0.2)}
+
+
+def _b_weight(seq: str, c: float) -> float:
+    """Weight a query of the toy puts on the B keys with the booster ``W_k = c I``."""
+    X = torch.tensor([_TOY[t] for t in seq], dtype=torch.float64)  # (S, 2)
+    W_q = torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    _, w = attend((X @ W_q)[:1], c * X, X)  # (1, S): every query is the same
+    return float(w[0, [t == "B" for t in seq]].sum())
+
+
+def _booster_reference(seq: str, target: float) -> float:
+    if "B" not in seq:
+        return math.inf
+    if _b_weight(seq, 0.0) >= target:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _b_weight(seq, hi) < target:  # the weight on B grows with c
+        lo, hi = hi, 2 * hi
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _b_weight(seq, mid) < target else (lo, mid)
+    return hi
+
+
+def _same_booster(got, expected) -> bool:
+    try:
+        got = float(got)
+    except (TypeError, ValueError):
+        return False
+    if math.isinf(expected):
+        return math.isinf(got) and got > 0
+    return abs(got - expected) <= 1e-3 + 1e-3 * expected
+
+
+def smallest_booster(fn: Callable) -> CheckResult:
+    """Check ``fn(seq, target) -> c``: the smallest booster ``c >= 0`` of the toy.
+
+    ``seq`` is a string over ``A``, ``B``, ``C`` with the chapter's embeddings,
+    ``W_q`` and ``W_v = I``, and ``W_k = c I``; ``c`` is the smallest value for which a
+    query puts at least ``target`` of its softmax weight on the Bs (``0.0`` if ``c = 0``
+    is enough, ``math.inf`` if no ``c`` is: a sequence without B). Within 1e-3.
+    """
+    grows = "the weight on the Bs grows with c: bisect on c, or solve for it"
+    cases = [
+        Case("A B C B, 0.99", ("ABCB", 0.99), _booster_reference("ABCB", 0.99), grows),
+        Case("A B C B, 0.5", ("ABCB", 0.5), 0.0, "at c = 0 the 2 Bs already get 2/4"),
+        Case("A B C B, 0.999", ("ABCB", 0.999), _booster_reference("ABCB", 0.999)),
+        Case(
+            "one B among 99 Cs, 0.99",
+            ("B" + "C" * 99, 0.99),
+            _booster_reference("B" + "C" * 99, 0.99),
+            "more distractors need a larger c (about log of their number)",
+        ),
+        Case(
+            "one B among 999 As, 0.9",
+            ("A" * 999 + "B", 0.9),
+            _booster_reference("A" * 999 + "B", 0.9),
+            grows,
+        ),
+        Case("B alone", ("B", 0.999), 0.0, "one key always gets all the weight"),
+        Case("no B", ("ACCA", 0.9), math.inf, "no booster helps: return math.inf"),
+    ]
+    return run_check("smallest_booster", fn, cases, compare=_same_booster)
+
+
+def _factors_ok(got, W) -> bool:
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return False
+    W_q, W_k = got
+    if not (isinstance(W_q, torch.Tensor) and isinstance(W_k, torch.Tensor)):
+        return False
+    rank = int(torch.linalg.matrix_rank(W.double()))
+    d_k, d_q = W.shape
+    if W_q.shape != (rank, d_q) or W_k.shape != (rank, d_k):
+        return False
+    return bool(torch.allclose(W_k.double().T @ W_q.double(), W.double(), atol=1e-6))
+
+
+def factor_bilinear(fn: Callable) -> CheckResult:
+    """Check ``fn(W) -> (W_q, W_k)`` with ``W_kᵀ W_q = W`` and ``r = rank(W)`` rows each.
+
+    ``W`` is a bilinear score's ``(D_k, D_q)`` matrix; ``W_q (r, D_q)`` and
+    ``W_k (r, D_k)`` project queries and keys into an ``r``-dimensional space where the
+    score is a plain dot product: ``kᵀ W q = (W_k k)ᵀ (W_q q)``.
+    """
+    g = torch.Generator().manual_seed(5)
+    u, v = torch.randn(4, 1, generator=g), torch.randn(1, 3, generator=g)
+    svd = "torch.linalg.svd gives W = U diag(σ) Vᵀ: keep the r non-zero σ, split them"
+    cases = [
+        ("square, full rank", torch.randn(3, 3, generator=g, dtype=torch.float64), svd),
+        ("D_k = 5, D_q = 2", torch.randn(5, 2, generator=g, dtype=torch.float64), svd),
+        ("D_k = 2, D_q = 6", torch.randn(2, 6, generator=g, dtype=torch.float64), svd),
+        (
+            "rank 1 (4 x 3)",
+            (u @ v).double(),
+            "a rank-1 W needs only one row in each projection: count σ > tolerance",
+        ),
+        ("identity: the dot product", torch.eye(3, dtype=torch.float64), svd),
+    ]
+    out = []
+    for label, W, hint in cases:
+        out.append(Case(label, (W.clone(),), W, hint))
+    return run_check("factor_bilinear", fn, out, compare=_factors_ok)

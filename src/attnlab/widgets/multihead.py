@@ -4,7 +4,7 @@
   set *by hand* (no training) to look at the previous token, the next token, the token
   itself, and the same word elsewhere in the input.
 * :func:`head_view` — the per-head attention heatmaps of a sentence pair (pick a head),
-  in the spirit of the head views of BERT (Clark et al., 2019).
+  in the spirit of the head view of bertviz (Vig, 2019).
 * :func:`slides_bug_view` — which positions each head really sees in the slides'
   multi-head code (projections to one head's size, then a reshape), against the
   correct split.

@@ -15,7 +15,6 @@ import numpy as np
 import torch
 
 from ..attention import attend
-from ..check.recipe import WIDGET_KEYS
 from ..scoring import (
     AdditiveScore,
     BilinearScore,
@@ -23,12 +22,13 @@ from ..scoring import (
     dot_score,
     scaled_dot_score,
 )
+from ..toys import RECIPE_KEYS
 
 __all__ = ["KEYS", "recipe_scorers", "query_vs_keys", "query_vs_keys_widget"]
 
 # Four fixed keys in the plane: east (short), north, west-ish, and a long diagonal one.
-# They live with the exercise check (which must not import matplotlib): one copy.
-KEYS = WIDGET_KEYS
+# One copy, in attnlab.toys, shared with the exercise check.
+KEYS = RECIPE_KEYS
 
 
 def recipe_scorers(seed: int = 0) -> dict:

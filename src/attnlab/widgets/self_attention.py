@@ -113,7 +113,8 @@ def attention_heatmap(
     """Scores and self-attention weights of a toy sentence, side by side.
 
     ``q_scale``/``k_scale`` multiply ``W_q``/``W_k`` (so the scores scale by their
-    product: a temperature); ``tied`` uses ``W_k = W_q`` (symmetric scores);
+    product: a temperature); ``tied`` uses ``W_k = W_q`` (symmetric scores; ``k_scale``
+    is then ignored, and the title says so);
     ``scaled`` divides by ``sqrt(d_k)``.
     """
     tokens, X = toy_embed(sentence)
@@ -132,7 +133,8 @@ def attention_heatmap(
         axes[0].set_title("scores (symmetric?)" if tied else "scores")
         heatmap(weights, tokens, tokens, ax=axes[1], vmax=1.0)
         axes[1].set_title("weights: each row sums to 1")
-        fig.suptitle(f"q_scale={q_scale:g}, k_scale={k_scale:g}, tied={tied}")
+        k_text = "W_k = W_q (k_scale ignored)" if tied else f"k_scale={k_scale:g}"
+        fig.suptitle(f"q_scale={q_scale:g}, {k_text}, tied={tied}")
         fig.tight_layout()
         plt.show()
     return {

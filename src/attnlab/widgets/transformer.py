@@ -140,10 +140,13 @@ def _boxes(norm_first: bool, decoder: bool) -> list[str]:
     return out
 
 
-def architecture(norm_first: bool = False):
+def architecture(norm_first: bool = False, ax=None):
     """Draw the encoder (left) and decoder (right) stacks, bottom to top.
 
-    Returns ``{"encoder": [...], "decoder": [...]}``, the block labels bottom-up.
+    Each residual connection is drawn as a grey arrow on the left of its stack, from a
+    sub-block's input around it to its "+ residual" box. ``ax``: draw there (default: a
+    new figure). Returns ``{"encoder": [...], "decoder": [...], "skips": {...}}``: the
+    block labels bottom-up and, per stack, the (from, to) box indices of each skip.
     """
     enc = ["tokens", "embedding × √D", "+ positional encoding"]
     enc += _boxes(norm_first, False) + (["final LayerNorm"] if norm_first else [])
@@ -155,7 +158,9 @@ def architecture(norm_first: bool = False):
         "feed-forward": "#9ecae1",
         "LayerNorm": "#c7e9c0",
     }
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(dec) + 0.8))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.42 * len(dec) + 0.8))
+    skips = {}
     for x0, labels, name in (
         (0.0, enc, "encoder (layers × N)"),
         (1.5, dec, "decoder (layers × N)"),
@@ -169,16 +174,36 @@ def architecture(norm_first: bool = False):
                 ax.annotate("", (x0 + 0.5, i), (x0 + 0.5, i - 0.2),
                             arrowprops={"arrowstyle": "->", "lw": 0.8})  # fmt: skip
         ax.text(x0 + 0.5, len(labels) + 0.1, name, ha="center", fontsize=10)
+        pairs = _skips(labels, norm_first)
+        skips[name.split()[0]] = pairs
+        for a, b in pairs:  # from the sub-block's input to its "+ residual" box
+            ax.annotate("", (x0, b + 0.4), (x0, a + 0.9),
+                        arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 1.2,
+                                    "connectionstyle": "bar,fraction=-0.25"})  # fmt: skip
     cross = dec.index("cross-attention")
     ax.annotate("", (1.5, cross + 0.4), (1.0, len(enc) - 0.6),
                 arrowprops={"arrowstyle": "->", "color": "C3"})  # fmt: skip
     ax.text(1.25, cross + 1.3, "memory\n(keys,\nvalues)", ha="center", fontsize=7,
             color="C3")  # fmt: skip
-    ax.set_xlim(-0.1, 2.6)
+    ax.set_xlim(-0.35, 2.6)
     ax.set_ylim(-0.3, len(dec) + 0.7)
     ax.axis("off")
     ax.set_title("pre-LN (norm_first=True)" if norm_first else "post-LN (the paper)")
-    return {"encoder": enc, "decoder": dec}
+    return {"encoder": enc, "decoder": dec, "skips": skips}
+
+
+def _skips(labels: list[str], norm_first: bool) -> list[tuple[int, int]]:
+    """(source box, "+ residual" box) for every residual connection in a stack.
+
+    The skip carries the output of the box below the sub-block: in pre-LN that box is
+    below the sub-block's LayerNorm (the residual stream is never normalised), in
+    post-LN it is the previous LayerNorm.
+    """
+    out = []
+    for j, text in enumerate(labels):
+        if text == "+ residual":
+            out.append((j - 3 if norm_first else j - 2, j))
+    return out
 
 
 def architecture_widget():
@@ -186,5 +211,7 @@ def architecture_widget():
     import ipywidgets as w
 
     return w.interactive(
-        architecture, norm_first=w.Checkbox(False, description="pre-LN")
+        architecture,
+        norm_first=w.Checkbox(False, description="pre-LN"),
+        ax=w.fixed(None),
     )

@@ -1,0 +1,231 @@
+"""Benchmark: attention at scale against torch's SDPA, time and peak memory against n.
+
+    python bench/attention.py                         the table, n = 256 ... 4096
+    python bench/attention.py --quick                 n = 256, 512 (seconds)
+    python bench/attention.py --threads 1 --cpu-time  CPU time of the one compute thread
+    python bench/attention.py --json bench/results/attention_cpu.json
+
+Float32, B = 1, H = 8, Dh = 64, no mask. Contenders, all on the same q, k, v:
+
+* ``naive``   attnlab.scaled_dot_product_attention (materialises the (T, S) weights)
+* ``sdpa``    torch.nn.functional.scaled_dot_product_attention (the anchor)
+* ``flash``   attnlab.flash_attention (tiled, online softmax, recomputing backward)
+* ``window``  attnlab.sliding_window_attention, window 128 on each side (another mask)
+* ``linear``  attnlab.linear_attention (elu + 1 features; another function)
+
+Time: forward (no grad) and forward + backward, the contenders interleaved in every
+repetition so that load from other processes hits all alike; the median is reported,
+and its ratio to SDPA's median in the same run. On a shared machine ``--threads 1
+--cpu-time`` measures the compute thread's CPU time, which other processes barely
+affect (with 2 threads every small op pays a thread barrier, and under load a barrier
+can cost a scheduler slice: ratios of many-op kernels to one-op SDPA blow up).
+
+Memory: the peak resident set size (VmHWM, reset through /proc/self/clear_refs) above
+the resident size before the call, with glibc's mmap threshold fixed (``mallopt``) so
+that freed large tensors go back to the system.
+The extra memory of the forward + backward is what the target is about.
+
+Also printed: the largest n where each ratio was measured, the crossover n where
+linear attention's forward beats SDPA's, and linear attention's relative error
+||linear - softmax||_F / ||softmax||_F on these random inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import attnlab
+
+WINDOW = 128
+
+
+def contenders() -> dict:
+    return {
+        "naive": lambda q, k, v: attnlab.scaled_dot_product_attention(q, k, v)[0],
+        "sdpa": F.scaled_dot_product_attention,
+        "flash": attnlab.flash_attention,
+        "window": lambda q, k, v: attnlab.sliding_window_attention(q, k, v, WINDOW),
+        "linear": attnlab.linear_attention,
+    }
+
+
+def _status(key: str) -> int:
+    """A VmHWM/VmRSS line of /proc/self/status, in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def _fix_mmap_threshold(nbytes: int = 1 << 20) -> None:
+    """Make glibc serve every block >= nbytes with mmap and unmap it when freed, so
+    memory freed by one contender is not counted as resident before the next."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, nbytes)  # M_MMAP_THRESHOLD (fixed: disables the sliding one)
+        libc.mallopt(-1, nbytes)  # M_TRIM_THRESHOLD
+    except OSError:
+        pass
+
+
+def peak_extra(fn) -> int:
+    """Peak RSS above the RSS before ``fn()``; bytes."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    before = _status("VmRSS")
+    fn()
+    return _status("VmHWM") - before
+
+
+def run(ns, reps, threads, cpu_time, mem=True):
+    torch.set_num_threads(threads)
+    _fix_mmap_threshold()
+    clock = time.thread_time if cpu_time else time.perf_counter
+    rows = []
+    for n in ns:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 8, n, 64) for _ in range(3))
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        g = torch.randn(1, 8, n, 64)
+        fns = contenders()
+
+        def fwd(fn, q=q, k=k, v=v):
+            with torch.no_grad():
+                fn(q, k, v)
+
+        def fwd_bwd(fn, qg=qg, kg=kg, vg=vg, g=g):
+            fn(qg, kg, vg).backward(g)
+            for t in (qg, kg, vg):
+                t.grad = None
+
+        times = {(name, kind): [] for name in fns for kind in ("fwd", "f+b")}
+        for fn in fns.values():  # warm-up
+            fwd(fn)
+            fwd_bwd(fn)
+        for _ in range(reps):
+            for name, fn in fns.items():
+                for kind, call in (("fwd", fwd), ("f+b", fwd_bwd)):
+                    t0 = clock()
+                    call(fn)
+                    times[(name, kind)].append(clock() - t0)
+        row = {"n": n}
+        for (name, kind), ts in times.items():
+            row[f"{name}_{kind}_ms"] = 1e3 * statistics.median(ts)
+        for name in fns:
+            for kind in ("fwd", "f+b"):
+                row[f"{name}_{kind}_ratio"] = (
+                    row[f"{name}_{kind}_ms"] / row[f"sdpa_{kind}_ms"]
+                )
+        if mem:
+            for name, fn in fns.items():
+                row[f"{name}_fwd_mem_MiB"] = peak_extra(lambda fn=fn: fwd(fn)) / 2**20
+                row[f"{name}_f+b_mem_MiB"] = (
+                    peak_extra(lambda fn=fn: fwd_bwd(fn)) / 2**20
+                )
+        with torch.no_grad():
+            exact = F.scaled_dot_product_attention(q, k, v)
+            row["linear_rel_err"] = float(
+                (attnlab.linear_attention(q, k, v) - exact).norm() / exact.norm()
+            )
+            row["flash_max_err"] = float(
+                (attnlab.flash_attention(q, k, v) - exact).abs().max()
+            )
+        rows.append(row)
+        print(_fmt(row), flush=True)
+    return rows
+
+
+def _fmt(row) -> str:
+    names = list(contenders())
+    parts = [f"n={row['n']:5d}"]
+    for kind in ("fwd", "f+b"):
+        parts.append(
+            kind + " " + " ".join(f"{m}={row[f'{m}_{kind}_ratio']:.2f}x" for m in names)
+        )
+    if "sdpa_f+b_mem_MiB" in row:
+        parts.append(
+            "f+b MiB " + " ".join(f"{m}={row[f'{m}_f+b_mem_MiB']:.0f}" for m in names)
+        )
+    parts.append(f"linear err={row['linear_rel_err']:.2f}")
+    return " | ".join(parts)
+
+
+def crossover(rows):
+    """Smallest n from which linear attention's forward is faster than SDPA's."""
+    for i, row in enumerate(rows):
+        if all(r["linear_fwd_ratio"] < 1.0 for r in rows[i:]):
+            return row["n"]
+    return None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--quick", action="store_true", help="n in {256, 512}, 2 repetitions"
+    )
+    p.add_argument("--ns", type=int, nargs="*", default=[256, 512, 1024, 2048, 4096])
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--cpu-time", action="store_true")
+    p.add_argument("--no-mem", action="store_true")
+    p.add_argument("--json", default=None, help="write the results here")
+    a = p.parse_args(argv)
+    ns, reps = ([256, 512], 2) if a.quick else (a.ns, a.reps)
+    load0 = os.getloadavg()
+    t0 = time.time()
+    rows = run(ns, reps, a.threads, a.cpu_time, mem=not a.no_mem)
+    result = {
+        "what": "attention at scale vs torch SDPA: float32, B=1, H=8, Dh=64, no mask; "
+        f"window={WINDOW} each side; medians of {reps} interleaved repetitions",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="minutes"
+        ),
+        "machine": {
+            "cpu": _cpu_name(),
+            "cores": os.cpu_count(),
+            "threads": a.threads,
+            "clock": "thread CPU time" if a.cpu_time else "wall clock",
+            "loadavg_start": load0,
+            "loadavg_end": os.getloadavg(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "seconds": round(time.time() - t0, 1),
+        "crossover_linear_n": crossover(rows),
+        "rows": rows,
+    }
+    print(
+        f"linear attention's forward beats SDPA from n = {result['crossover_linear_n']}"
+    )
+    if a.json:
+        os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+        print("wrote", a.json)
+    return result
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()

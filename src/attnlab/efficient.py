@@ -1,0 +1,374 @@
+"""Attention at scale: exact attention in O(n) memory, and cheaper approximations.
+
+==================================  ==============  ==============  ======================
+function                            time            extra memory    exact?
+==================================  ==============  ==============  ======================
+:func:`flash_attention`             O(T S Dh)       O(T + tiles)    yes (Dao et al. 2022)
+:func:`sliding_window_attention`    O(T w Dh)       O(T + tiles)    yes, for its band mask
+:func:`linear_attention`            O(T Dh Dv)      O(T Dv + C²)    no: another kernel
+==================================  ==============  ==============  ======================
+
+``flash_attention`` is the FlashAttention algorithm written in plain torch: the
+scores are never held as a (T, S) matrix. Queries are cut into blocks of rows, keys
+and values into blocks of columns; for each row block a loop over the column blocks
+keeps the *online softmax* statistics (running max ``m`` and running sum ``l``,
+Milakov & Gimelshein 2018) and rescales the partial output whenever the max grows.
+Only the output and the log-sum-exp ``L = m + log l`` of each row are saved for
+backward, which recomputes each tile of probabilities from ``L`` (Dao et al. 2022,
+2023). Blocks that a causal or banded mask rules out are never computed.
+
+On CUDA with Triton installed the forward runs the Triton kernel of
+:mod:`attnlab.kernels.triton_flash`; the backward is the same recomputation.
+
+Shapes: ``q (..., T, Dh)``, ``k (..., S, Dh)``, ``v (..., S, Dv)`` with equal leading
+dims, e.g. (B, H, T, Dh). Causal means top-left alignment (query ``i`` sees keys
+``j <= i``), as :func:`torch.nn.functional.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "flash_attention",
+    "sliding_window_attention",
+    "linear_attention",
+    "band_mask",
+    "elu_feature_map",
+]
+
+BLOCK_Q = (
+    256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+)
+BLOCK_K = 256  # columns of keys per tile
+
+
+# ----------------------------------------------------------------------------- checks
+def _check_qkv(q, k, v, fn: str) -> None:
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
+            )
+        if t.dim() < 2:
+            raise ValueError(
+                f"{fn}: {name} needs shape (..., L, D), got {tuple(t.shape)}"
+            )
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            f"{fn}: q, k, v must share their leading (batch, head) dims, got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"{fn}: q and k must share the last size Dh, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"{fn}: k and v must have the same number of keys S, got k "
+            f"{tuple(k.shape)} and v {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"{fn}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+    if not q.is_floating_point():
+        raise TypeError(f"{fn}: q, k, v must be floating point, got {q.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"{fn}: q, k, v on different devices: {q.device}, {k.device}, {v.device}"
+        )
+
+
+def _check_window(window) -> None:
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window must be an int >= 0, got {window!r}")
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+
+
+def band_mask(T: int, S: int, window: int | None = None, is_causal: bool = False,
+              device=None) -> torch.Tensor:  # fmt: skip
+    """Boolean (T, S) mask, ``True`` = may attend: ``|i - j| <= window`` (no limit if
+    ``window`` is None) and ``j <= i`` when causal."""
+    _check_window(window)
+    i = torch.arange(T, device=device)[:, None]  # (T, 1)
+    j = torch.arange(S, device=device)[None, :]  # (1, S)
+    allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
+    if window is not None:
+        allowed &= (i - j).abs() <= window
+    if is_causal:
+        allowed &= j <= i
+    return allowed
+
+
+# ------------------------------------------------------------------- tiles and masks
+def _tile_mask(i0, i1, j0, j1, causal: bool, window, device):
+    """Which entries of the tile rows [i0, i1) x columns [j0, j1) may attend.
+
+    Returns ``"skip"`` if none may (the tile is never computed), ``None`` if all may
+    (no mask needed), else a boolean (i1 - i0, j1 - j0) mask."""
+    lo, hi = -math.inf, math.inf  # allowed j - i in [lo, hi]
+    if causal:
+        hi = 0
+    if window is not None:
+        lo, hi = max(lo, -window), min(hi, window)
+    dmin, dmax = j0 - (i1 - 1), (j1 - 1) - i0  # extreme values of j - i in the tile
+    if dmax < lo or dmin > hi:
+        return "skip"
+    if dmin >= lo and dmax <= hi:
+        return None
+    d = (
+        torch.arange(j0, j1, device=device)[None, :]
+        - torch.arange(i0, i1, device=device)[:, None]
+    )
+    return (d >= lo) & (d <= hi)  # (i1 - i0, j1 - j0)
+
+
+def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
+              window: int | None = None) -> list[list[str]]:  # fmt: skip
+    """For each (row block, column block): ``"full"``, ``"masked"`` or ``"skip"``.
+
+    The plan the kernels follow; chapter 8's widget draws it."""
+    plan = []
+    for i0 in range(0, T, block_q):
+        row = []
+        for j0 in range(0, S, block_k):
+            m = _tile_mask(i0, min(i0 + block_q, T), j0, min(j0 + block_k, S), causal,
+                           window, "cpu")  # fmt: skip
+            row.append(
+                "skip" if isinstance(m, str) else "full" if m is None else "masked"
+            )
+        plan.append(row)
+    return plan
+
+
+# -------------------------------------------------------------- torch forward/backward
+def _flash_forward(q, k, v, scale, causal, window, block_q, block_k):
+    """Tiled forward. q (N, T, Dh), k (N, S, Dh), v (N, S, Dv) -> out (N, T, Dv), lse (N, T)."""
+    N, T, _ = q.shape
+    S, Dv = k.shape[1], v.shape[2]
+    out = q.new_empty(N, T, Dv)  # (N, T, Dv)
+    lse = q.new_empty(N, T)  # (N, T)
+    for i0 in range(0, T, block_q):
+        i1 = min(i0 + block_q, T)
+        qi = q[:, i0:i1] * scale  # (N, Bq, Dh)
+        m = q.new_full((N, i1 - i0), -math.inf)  # running max        (N, Bq)
+        l = q.new_zeros(N, i1 - i0)  # running sum of exp(s - m)        (N, Bq)
+        acc = q.new_zeros(N, i1 - i0, Dv)  # unnormalised output        (N, Bq, Dv)
+        for j0 in range(0, S, block_k):
+            j1 = min(j0 + block_k, S)
+            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device)
+            if isinstance(mask, str):
+                continue  # the whole tile is masked: never computed
+            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2))  # (N, Bq, Dh) @ (N, Dh, Bk)
+            if mask is not None:
+                s.masked_fill_(~mask, -math.inf)  # (N, Bq, Bk)
+            m_new = torch.maximum(m, s.amax(-1))  # (N, Bq)
+            m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # dead rows: no NaN
+            p = s.sub_(m_safe[..., None]).exp_()  # (N, Bq, Bk), in place of s
+            alpha = torch.exp(m - m_safe)  # rescales what was summed so far   (N, Bq)
+            l = l * alpha + p.sum(-1)  # (N, Bq)
+            acc.mul_(alpha[..., None]).baddbmm_(
+                p, v[:, j0:j1]
+            )  # += (N, Bq, Bk) @ (N, Bk, Dv)
+            m = m_new
+        dead = (
+            l == 0
+        )  # rows that saw no key: output 0, and L = +inf so P = 0 in backward
+        out[:, i0:i1] = acc / l.masked_fill(dead, 1.0)[..., None]  # (N, Bq, Dv)
+        lse[:, i0:i1] = (m + torch.log(l)).masked_fill(dead, math.inf)  # (N, Bq)
+    return out, lse
+
+
+def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, block_k):
+    """Recompute each tile's probabilities from the saved log-sum-exp; never (T, S)."""
+    T, S = q.shape[1], k.shape[1]
+    dq = torch.zeros_like(q)  # (N, T, Dh)
+    dk = torch.zeros_like(k)  # (N, S, Dh)
+    dv = torch.zeros_like(v)  # (N, S, Dv)
+    delta = (dout * out).sum(-1)  # D_i = sum_j P_ij dP_ij = dO_i . O_i      (N, T)
+    for i0 in range(0, T, block_q):
+        i1 = min(i0 + block_q, T)
+        qi = q[:, i0:i1] * scale  # (N, Bq, Dh)
+        doi = dout[:, i0:i1]  # (N, Bq, Dv)
+        for j0 in range(0, S, block_k):
+            j1 = min(j0 + block_k, S)
+            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device)
+            if isinstance(mask, str):
+                continue
+            kj, vj = k[:, j0:j1], v[:, j0:j1]  # (N, Bk, Dh), (N, Bk, Dv)
+            s = torch.bmm(qi, kj.transpose(1, 2))  # (N, Bq, Bk)
+            if mask is not None:
+                s.masked_fill_(~mask, -math.inf)
+            p = s.sub_(lse[:, i0:i1, None]).exp_()  # P recomputed    (N, Bq, Bk)
+            dv[:, j0:j1].baddbmm_(p.transpose(1, 2), doi)  # += P^T dO    (N, Bk, Dv)
+            dp = torch.bmm(doi, vj.transpose(1, 2))  # dP = dO V^T          (N, Bq, Bk)
+            ds = p.mul_(
+                dp.sub_(delta[:, i0:i1, None])
+            )  # dS = P * (dP - D)  (N, Bq, Bk)
+            dq[:, i0:i1].baddbmm_(
+                ds, kj, alpha=scale
+            )  # += dS K * scale     (N, Bq, Dh)
+            dk[:, j0:j1].baddbmm_(
+                ds.transpose(1, 2), qi
+            )  # += dS^T (Q scale) (N, Bk, Dh)
+    return dq, dk, dv
+
+
+def _triton_usable(q) -> bool:
+    if not q.is_cuda:
+        return False
+    from .kernels import triton_flash
+
+    return triton_flash.available()
+
+
+class _FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, scale, causal, window, block_q, block_k):
+        if _triton_usable(q) and window is None:
+            from .kernels.triton_flash import triton_flash_forward
+
+            out, lse = triton_flash_forward(q, k, v, is_causal=causal, scale=scale)
+        else:
+            out, lse = _flash_forward(q, k, v, scale, causal, window, block_q, block_k)
+        ctx.save_for_backward(q, k, v, out, lse)  # O(T) statistics, no (T, S) tensor
+        ctx.args = (scale, causal, window, block_q, block_k)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _flash_backward(q, k, v, out, lse, dout.contiguous(), *ctx.args)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def _blocks(block_size, T, S):
+    if block_size is None:
+        return BLOCK_Q, BLOCK_K
+    bq, bk = (block_size, block_size) if isinstance(block_size, int) else block_size
+    if min(bq, bk) < 1:
+        raise ValueError(f"block sizes must be >= 1, got {block_size}")
+    return int(bq), int(bk)
+
+
+def _tiled(q, k, v, scale, causal, window, block_size):
+    lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(Dh)
+    bq, bk = _blocks(block_size, T, S)
+    q3 = q.reshape(-1, T, Dh).contiguous()  # (N, T, Dh), N = B * H
+    k3 = k.reshape(-1, S, Dh).contiguous()  # (N, S, Dh)
+    v3 = v.reshape(-1, S, Dv).contiguous()  # (N, S, Dv)
+    out = _FlashAttention.apply(q3, k3, v3, float(scale), bool(causal), window, bq, bk)
+    return out.reshape(*lead, T, Dv)  # (..., T, Dv)
+
+
+def flash_attention(q, k, v, *, is_causal: bool = False, scale: float | None = None,
+                    block_size: int | tuple[int, int] | None = None) -> torch.Tensor:  # fmt: skip
+    r"""Exact softmax attention without ever holding the (T, S) scores.
+
+    .. math:: \mathrm{out} = \mathrm{softmax}(s\, q k^\top)\, v,\qquad s = 1/\sqrt{D_h}
+
+    computed tile by tile with the online softmax (Milakov & Gimelshein 2018) as in
+    FlashAttention (Dao et al. 2022; loop order of FlashAttention-2, Dao 2023). Saves
+    only the output and one log-sum-exp per query; the hand-written backward recomputes
+    each tile's probabilities. Extra memory O(T + Bq·Bk) instead of O(T·S).
+
+    Parameters
+    ----------
+    q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv), same leading dims and dtype
+    is_causal : query ``i`` sees keys ``j <= i``; tiles above the diagonal are skipped
+    scale : multiplies the scores, default ``1 / sqrt(Dh)``
+    block_size : rows and columns per tile, an int or (Bq, Bk); default (256, 256)
+
+    Returns
+    -------
+    out : (..., T, Dv), equal to :func:`torch.nn.functional.scaled_dot_product_attention`
+    """
+    _check_qkv(q, k, v, "flash_attention")
+    return _tiled(q, k, v, scale, is_causal, None, block_size)
+
+
+def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
+                             scale: float | None = None,
+                             block_size: int | tuple[int, int] | None = None) -> torch.Tensor:  # fmt: skip
+    """Local attention: query ``i`` sees keys with ``|i - j| <= window`` (and
+    ``j <= i`` when causal), as in Longformer (Beltagy et al. 2020).
+
+    The tiled kernel of :func:`flash_attention` visits only the tiles that meet the
+    band, so time and memory are O(T·window) instead of O(T·S). Equal to
+    :func:`torch.nn.functional.scaled_dot_product_attention` with
+    ``attn_mask=band_mask(T, S, window, is_causal)``; a query with no key in its band
+    (possible when T > S) gets a zero output.
+
+    Parameters
+    ----------
+    q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv)
+    window : int >= 0, keys at distance at most ``window`` on each side
+    block_size : default ``min(256, max(32, window))`` rows and columns per tile
+    """
+    _check_qkv(q, k, v, "sliding_window_attention")
+    _check_window(window)
+    if block_size is None:
+        block_size = min(BLOCK_Q, max(32, window))
+    return _tiled(q, k, v, scale, is_causal, window, block_size)
+
+
+# ----------------------------------------------------------------- linear attention
+def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
+    """phi(x) = elu(x) + 1 > 0, the feature map of Katharopoulos et al. (2020)."""
+    return F.elu(x) + 1.0
+
+
+def linear_attention(
+    q, k, v, *, is_causal: bool = False, chunk: int = 64
+) -> torch.Tensor:
+    r"""Linear attention (Katharopoulos et al. 2020): the softmax kernel
+    :math:`\exp(q\cdot k)` replaced by :math:`\phi(q)\cdot\phi(k)`,
+    :math:`\phi = \mathrm{elu} + 1`:
+
+    .. math:: \mathrm{out}_i = \frac{\phi(q_i)^\top \sum_j \phi(k_j) v_j^\top}
+                                    {\phi(q_i)^\top \sum_j \phi(k_j)}
+
+    By associativity the sums are computed once, O(T·Dh·Dv) instead of O(T·S·Dh). When
+    causal the sums run over ``j <= i``: a recurrent state
+    :math:`S_i = S_{i-1} + \phi(k_i) v_i^\top` (an RNN), computed here chunk by chunk —
+    inside a chunk of ``chunk`` positions the small masked quadratic form, across chunks
+    the carried state — so memory stays O(T·Dv + chunk²).
+
+    Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
+    """
+    _check_qkv(q, k, v, "linear_attention")
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    fq, fk = elu_feature_map(q), elu_feature_map(k)  # (..., T, Dh), (..., S, Dh)
+    if not is_causal:
+        kv = fk.transpose(-2, -1) @ v  # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
+        z = fk.sum(-2)  # (..., Dh)
+        num = fq @ kv  # (..., T, Dh) @ (..., Dh, Dv) -> (..., T, Dv)
+        den = (fq * z[..., None, :]).sum(-1, keepdim=True)  # (..., T, 1)
+        return num / den
+    T, S = q.shape[-2], k.shape[-2]
+    state = fk.new_zeros(*fk.shape[:-2], fk.shape[-1], v.shape[-1])  # (..., Dh, Dv)
+    z = fk.new_zeros(*fk.shape[:-2], 1, fk.shape[-1])  # (..., 1, Dh)
+    outs = []
+    for c0 in range(0, T, chunk):
+        c1 = min(c0 + chunk, T)
+        qc = fq[..., c0:c1, :]  # (..., C, Dh)
+        kc, vc = (
+            fk[..., c0 : min(c1, S), :],
+            v[..., c0 : min(c1, S), :],
+        )  # (..., C', Dh/Dv)
+        a = (qc @ kc.transpose(-2, -1)).tril()  # j <= i inside the chunk  (..., C, C')
+        num = qc @ state + a @ vc  # (..., C, Dv)
+        den = (qc * z).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)  # (..., C, 1)
+        outs.append(num / den)
+        state = state + kc.transpose(-2, -1) @ vc  # (..., Dh, Dv)
+        z = z + kc.sum(-2, keepdim=True)  # (..., 1, Dh)
+    return torch.cat(outs, dim=-2)  # (..., T, Dv)

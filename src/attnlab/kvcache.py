@@ -1,0 +1,136 @@
+"""A KV cache for decoding with :class:`attnlab.TransformerLM`.
+
+While decoding, the token at position ``t`` needs its own query against the keys and
+values of positions ``0..t``; those of ``0..t-1`` were already computed at earlier steps.
+:class:`KVCache` keeps them per layer, so each step runs the model on **one** new token
+instead of the whole prefix: O(t) attention work per step instead of O(t²), and the
+projections and feed-forward layers of old tokens are never recomputed
+(Pope et al. 2023 discuss the memory this costs at scale).
+
+:class:`CachedLMStep` is a stateful *step* for :mod:`attnlab.decoding` (with the
+``reorder`` hook that :func:`attnlab.beam_search` calls), and
+:func:`generate_with_cache` is :meth:`attnlab.TransformerLM.generate` with it; both give
+the same tokens as without the cache. They drive the model's own layers
+(``self_attn.w_q/w_k/w_v/w_o``, ``_residual``, ``_ff``), so the model needs no change.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .decoding import generate
+
+__all__ = ["KVCache", "CachedLMStep", "generate_with_cache"]
+
+
+class KVCache:
+    """Keys and values of past positions, one entry per attention layer."""
+
+    def __init__(self):
+        self.k: dict[int, torch.Tensor] = {}
+        self.v: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        """Number of cached positions."""
+        return 0 if not self.k else next(iter(self.k.values())).shape[-2]
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Add the new positions ``k, v (B, H, t, Dh)``; return all of them so far."""
+        if layer in self.k:
+            k = torch.cat([self.k[layer], k], dim=-2)  # (B, H, past + t, Dh)
+            v = torch.cat([self.v[layer], v], dim=-2)  # (B, H, past + t, Dh)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the batch rows ``rows (K,)`` (repeats allowed), e.g. surviving beams."""
+        for store in (self.k, self.v):
+            for layer, t in store.items():
+                store[layer] = t.index_select(0, rows.to(t.device))  # (K, H, past, Dh)
+
+    def nbytes(self) -> int:
+        return sum(
+            t.numel() * t.element_size() for t in [*self.k.values(), *self.v.values()]
+        )
+
+
+def _cached_self_attention(mha, x, cache: KVCache, layer: int, past: int):
+    """Causal self-attention of the new positions ``x (B, t, D)`` over cache + new."""
+    B, t, D = x.shape
+    H, Dh = mha.n_heads, mha.d_head
+    q = mha.w_q(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
+    k = mha.w_k(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
+    v = mha.w_v(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
+    k, v = cache.append(layer, k, v)  # (B, H, past + t, Dh)
+    i = torch.arange(past, past + t, device=x.device)[
+        :, None
+    ]  # absolute query positions
+    j = torch.arange(past + t, device=x.device)[None, :]
+    mask = j <= i  # (t, past + t): causal, with the offset of the cache
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, t, Dh)
+    return mha.w_o(heads.transpose(1, 2).reshape(B, t, D))  # (B, t, D)
+
+
+@torch.no_grad()
+def _forward_cached(lm, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Logits ``(B, t, V)`` of the new tokens ``ids (B, t)`` given the cache."""
+    past = len(cache)
+    x = lm.embed(ids, offset=past)  # (B, t, D), positions past .. past + t - 1
+    for n, layer in enumerate(lm.blocks.layers):
+
+        def sa(h, n=n, layer=layer):  # (B, t, D) -> (B, t, D)
+            return _cached_self_attention(layer.self_attn, h, cache, n, past)
+
+        x = layer._residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
+        x = layer._residual(x, layer.norm2, layer.dropout2, layer._ff)  # (B, t, D)
+    return lm.out(lm.blocks.norm(x))  # (B, t, V)
+
+
+class CachedLMStep:
+    """A decoding step for :mod:`attnlab.decoding` with a KV cache: called with the
+    prefix ``ids (B, t)``, it runs the model only on the tokens it has not seen and
+    returns the next-token log-probs ``(B, V)``, like :meth:`TransformerLM.step`.
+    :func:`attnlab.beam_search` calls :meth:`reorder` when it re-selects beams."""
+
+    def __init__(self, lm):
+        self.lm = lm
+        self.cache = KVCache()
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        past = len(self.cache)
+        if ids.shape[1] <= past:
+            raise ValueError(
+                f"a cached step needs new tokens: prefix of length {ids.shape[1]}, "
+                f"{past} already cached"
+            )
+        if ids.shape[1] > self.lm.cfg.max_len:
+            raise ValueError(
+                f"prefix length {ids.shape[1]} exceeds max_len {self.lm.cfg.max_len}: "
+                "the uncached step crops the context, a cache of absolute positions "
+                "cannot"
+            )
+        logits = _forward_cached(self.lm, ids[:, past:], self.cache)[:, -1]  # (B, V)
+        return logits.log_softmax(-1)
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        self.cache.reorder(rows)
+
+
+@torch.no_grad()
+def generate_with_cache(lm, prompt: torch.Tensor, n_new: int, temperature: float = 0.0,
+                        generator=None) -> torch.Tensor:  # fmt: skip
+    """:meth:`TransformerLM.generate` with a KV cache — the same loop
+    (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is
+    run once, then one token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``;
+    needs ``T0 + n_new <= lm.cfg.max_len``."""
+    if prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError(
+            f"prompt must be (B, T0) with T0 >= 1, got {tuple(prompt.shape)}"
+        )
+    if prompt.shape[1] + n_new > lm.cfg.max_len:
+        raise ValueError(
+            f"prompt length {prompt.shape[1]} + n_new {n_new} exceeds max_len "
+            f"{lm.cfg.max_len}; use lm.generate, which crops the context"
+        )
+    return generate(CachedLMStep(lm), prompt, n_new, temperature, generator)
