@@ -22,6 +22,7 @@ from .masking import *  # noqa: F403
 from .multihead import *  # noqa: F403
 from .notebook import *  # noqa: F403
 from .positional import *  # noqa: F403
+from .structured import *  # noqa: F403
 from .train import noam_lr, noam_scheduler, token_loss
 from .transformer import *  # noqa: F403
 

@@ -14,6 +14,8 @@ needs a *context* ``c_t``:
   ``α_t = softmax(score(s_{t-1}, h_·))`` over the real (non-padding) source positions.
   ``score`` is any scorer of :mod:`attnlab.scoring`: ``additive`` (Bahdanau),
   ``dot`` or ``bilinear`` (the "dot" and "general" scores of Luong et al., 2015).
+  ``mapping`` swaps softmax for another map from scores to weights (sparsemax,
+  1.5-entmax, fusedmax, hard Gumbel samples, CRF marginals: chapter 4).
 
 Then ``s_t = GRU([emb(y_{t-1}); c_t], s_{t-1})`` and the next-token logits are a linear
 map of ``[s_t; c_t; emb(y_{t-1})]``. That is ``style="bahdanau"``, for every scorer.
@@ -38,14 +40,15 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .attention import attend
 from .data import Vocab
 from .decoding import greedy_decode
-from .mappings import entmax15, softmax, sparsemax
 from .masking import padding_mask
 from .scoring import get_scorer
+from .structured import get_mapping
 
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
 ATTENTIONS = (None, "additive", "dot", "bilinear")
-MAPPINGS = {"softmax": softmax, "sparsemax": sparsemax, "entmax15": entmax15}
+# REINFORCE needs a reward in the loss, so it is not offered as a plain option here.
+MAPPINGS = ("softmax", "sparsemax", "entmax15", "fusedmax", "gumbel", "structured")
 
 
 @dataclass
@@ -60,7 +63,9 @@ class Seq2SeqConfig:
     d_attn: int = 64  # hidden size of the additive scorer
     # where attention sits: "bahdanau" (query s_{t-1}) or "luong" (query s_t)
     style: str = "bahdanau"
-    mapping: str = "softmax"  # scores -> weights: "softmax", "sparsemax" or "entmax15"
+    # scores -> weights: "softmax", "sparsemax", "entmax15", "fusedmax", "gumbel"
+    # (hard, straight-through) or "structured" (CRF marginals); see attnlab.structured
+    mapping: str = "softmax"
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -138,7 +143,7 @@ class Decoder(nn.Module):
     ):
         super().__init__()
         self.attention, self.style = attention, style
-        self.mapping = MAPPINGS[mapping]  # scores -> weights on the simplex
+        self.mapping = get_mapping(mapping) if attention else None
         self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
         self.init = nn.Linear(d, d)  # summary -> s_0
         self.rnn = nn.GRU(d_emb + d, d, batch_first=True)  # input [emb; c or summary]

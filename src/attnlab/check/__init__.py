@@ -11,5 +11,6 @@ from .multihead import *  # noqa: F401,F403  chapter 6
 from .recipe import *  # noqa: F401,F403  chapter 2
 from .self_attention import *  # noqa: F401,F403  chapter 5
 from .seq2seq import *  # noqa: F401,F403  chapter 1
+from .structured import *  # noqa: F401,F403  chapter 4
 from .subquadratic import *  # noqa: F401,F403  chapter 9
 from .transformer import *  # noqa: F401,F403  chapter 7

@@ -1,0 +1,392 @@
+"""Hard and structured attention: sampled alignments and CRF marginals as weights.
+
+Soft attention (chapters 1-3) maps scores to a point of the simplex and averages the
+values. This module holds the two other families of the lecture's "soft / hard /
+structured" triad, as drop-in ``mapping`` arguments for :func:`attnlab.attend`:
+
+* **hard attention** picks *one* key (a one-hot weight vector) by sampling from
+  ``softmax(scores)`` (Xu et al., 2015). The sample has no gradient, so training needs
+  an estimator:
+
+  - :class:`GumbelSoftmax`: straight-through Gumbel-softmax (Jang et al., 2017;
+    Maddison et al., 2017): the forward pass is a one-hot sample, the backward pass is
+    the gradient of a relaxed sample. It wraps ``torch.nn.functional.gumbel_softmax``.
+  - :class:`ReinforceSample`: the score-function estimator (Williams, 1992). The
+    forward pass is a one-hot sample; the gradient reaches the scores only through
+    :meth:`ReinforceSample.surrogate`, a loss term built from a per-sample reward and
+    a moving-average baseline.
+
+* **structured attention** (Kim et al., 2017) treats "attend to position i" as a binary
+  variable ``z_i`` and couples neighbours with a linear-chain CRF
+  ``p(z) ∝ exp(Σ_i unary[i, z_i] + Σ_i transition[z_{i-1}, z_i])``; the weights are the
+  marginals ``p(z_i = 1)``. They are computed as the gradient of the log-partition
+  function (:func:`linear_chain_log_partition`, the forward algorithm in log space), so
+  autograd gives forward-backward for free, and a second backward pass trains the
+  potentials (:func:`linear_chain_marginals`, :class:`SegmentationAttention`).
+
+Fusedmax (Niculae & Blondel, 2017), the sparse structured alternative, is in
+:mod:`attnlab.mappings`. :func:`get_mapping` builds any of them by name.
+
+Shapes: B batch, T queries, S keys; in the CRF functions ``n`` positions and ``C``
+states. A ``-inf`` score (a masked key) gets weight 0; a fully masked row gets zeros,
+never NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import mappings as M
+
+__all__ = [
+    "linear_chain_log_partition",
+    "linear_chain_marginals",
+    "enumerate_linear_chain",
+    "segmentation_marginals",
+    "SegmentationAttention",
+    "GumbelSoftmax",
+    "ReinforceSample",
+    "MAPPING_NAMES",
+    "get_mapping",
+]
+
+
+# ------------------------------------------------------------------- input checks
+def _check_crf(unary, transition, mask, name):
+    for t, what in ((unary, "unary"), (transition, "transition")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: {what} must be a torch.Tensor, got {type(t)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name}: {what} must be floating point, got {t.dtype}")
+    if unary.dim() != 3 or unary.shape[1] < 1 or unary.shape[2] < 1:
+        raise ValueError(
+            f"{name}: unary must have shape (B, n, C) with n, C >= 1, "
+            f"got {tuple(unary.shape)}"
+        )
+    C = unary.shape[2]
+    if transition.shape != (C, C):
+        raise ValueError(
+            f"{name}: transition must have shape (C, C) = ({C}, {C}) to match unary "
+            f"{tuple(unary.shape)}, got {tuple(transition.shape)}"
+        )
+    if unary.dtype != transition.dtype:
+        raise TypeError(
+            f"{name}: unary and transition dtypes differ: {unary.dtype}, "
+            f"{transition.dtype}"
+        )
+    for t, what in ((unary, "unary"), (transition, "transition")):
+        if bool(torch.isnan(t).any() | (t == float("inf")).any()):
+            raise ValueError(f"{name}: {what} contains NaN or +inf")
+    if mask is not None:
+        if mask.dtype != torch.bool or mask.shape != unary.shape[:2]:
+            raise ValueError(
+                f"{name}: mask must be a bool tensor of shape (B, n) = "
+                f"{tuple(unary.shape[:2])}, got {mask.dtype} {tuple(mask.shape)}"
+            )
+
+
+# -------------------------------------------------------------- linear-chain CRF
+def linear_chain_log_partition(
+    unary: torch.Tensor, transition: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``log Z`` of a linear-chain CRF by the forward algorithm in log space.
+
+    .. math:: \\log Z = \\log \\sum_{z \\in [C]^n} \\exp\\Big(\\sum_i u_{i, z_i}
+              + \\sum_{i \\ge 2} A_{z_{i-1}, z_i}\\Big)
+
+    computed as ``a_1 = u_1``, ``a_i[c] = u_i[c] + logsumexp_{c'}(a_{i-1}[c'] +
+    A[c', c])``, ``log Z = logsumexp_c a_n[c]``: ``O(n C^2)`` instead of ``C^n``
+    terms, and no overflow at any scale of the scores (logsumexp subtracts its max).
+
+    Parameters
+    ----------
+    unary : (B, n, C) potentials ``u_{i, c}`` of state ``c`` at position ``i``.
+    transition : (C, C) potentials ``A[c_prev, c]`` of neighbouring states.
+    mask : optional (B, n) bool, True on real positions. Masked positions are left
+        out of the chain (their neighbours become adjacent); a fully masked row has
+        ``log Z = 0`` (the empty chain).
+
+    Returns
+    -------
+    (B,) log-partition values.
+    """
+    _check_crf(unary, transition, mask, "linear_chain_log_partition")
+    B, n, C = unary.shape
+    alpha = unary.new_zeros(B, C)  # (B, C): log-potential of prefixes ending in c
+    started = torch.zeros(B, 1, dtype=torch.bool, device=unary.device)  # (B, 1)
+    for i in range(n):
+        # (B, C, 1) + (C, C) -> (B, C, C), logsumexp over the previous state -> (B, C)
+        carried = torch.logsumexp(alpha[:, :, None] + transition, dim=1)
+        new = torch.where(started, carried, 0.0) + unary[:, i]  # (B, C)
+        live = torch.ones_like(started) if mask is None else mask[:, i, None]
+        alpha = torch.where(live, new, alpha)  # (B, C); masked: carry over unchanged
+        started = started | live
+    logz = torch.logsumexp(alpha, dim=-1)  # (B,)
+    return torch.where(started[:, 0], logz, 0.0)  # empty chain: log 1
+
+
+def linear_chain_marginals(
+    unary: torch.Tensor, transition: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Node marginals ``p(z_i = c)`` of a linear-chain CRF: (B, n, C).
+
+    ``p(z_i = c) = ∂ log Z / ∂ u_{i, c}``: one backward pass through
+    :func:`linear_chain_log_partition` *is* the forward-backward algorithm. The graph of
+    that backward pass is kept (``create_graph=True``), so the marginals are themselves
+    differentiable with respect to ``unary`` and ``transition`` and can be trained as
+    attention weights (Kim et al., 2017). Each row ``p(z_i = ·)`` sums to 1; masked
+    positions get all zeros.
+
+    Parameters and shapes as :func:`linear_chain_log_partition`.
+    """
+    _check_crf(unary, transition, mask, "linear_chain_marginals")
+    # Keep the graph (double backward) only when someone will differentiate the result.
+    keep = torch.is_grad_enabled() and (unary.requires_grad or transition.requires_grad)
+    with torch.enable_grad():
+        u = unary if unary.requires_grad else unary.detach().requires_grad_()
+        logz = linear_chain_log_partition(u, transition, mask)  # (B,)
+        (marg,) = torch.autograd.grad(logz.sum(), u, create_graph=keep)
+    return marg if keep else marg.detach()  # (B, n, C)
+
+
+def enumerate_linear_chain(
+    unary: torch.Tensor, transition: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Brute force: every labelling ``z`` (K = C^n of them) and its log-probability.
+
+    Returns ``configs (K, n)`` (long) and ``log_probs (B, K)``. For checking the
+    forward algorithm on small chains (and sampling from them); raises if ``C^n`` is
+    above 2^16.
+    """
+    _check_crf(unary, transition, None, "enumerate_linear_chain")
+    B, n, C = unary.shape
+    if C**n > 2**16:
+        raise ValueError(
+            f"enumerate_linear_chain: C^n = {C}^{n} labellings is too many"
+        )
+    grids = torch.meshgrid(*[torch.arange(C)] * n, indexing="ij")
+    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(
+        unary.device
+    )  # (K, n)
+    pos = torch.arange(n, device=unary.device)
+    score = unary[:, pos, configs].sum(-1)  # (B, K, n) -> (B, K)
+    if n > 1:
+        score = score + transition[configs[:, :-1], configs[:, 1:]].sum(-1)  # (K,)
+    return configs, score - torch.logsumexp(score, dim=-1, keepdim=True)
+
+
+def segmentation_marginals(
+    scores: torch.Tensor, transition: torch.Tensor, dim: int = -1
+) -> torch.Tensor:
+    """Segmentation attention weights ``p(z_i = 1)`` (Kim et al., 2017).
+
+    Each key ``i`` has a binary variable ``z_i`` ("attend to it") with unary potentials
+    ``(0, scores_i)`` and a (2, 2) ``transition`` between neighbours; the weights are the
+    marginals ``p(z_i = 1)``. With ``transition = 0`` the ``z_i`` are independent and
+    this is ``sigmoid(scores)``; a positive ``transition[1, 1] + transition[0, 0] -
+    transition[0, 1] - transition[1, 0]`` rewards neighbours that agree, so the weights
+    come in contiguous spans. The weights lie in [0, 1] and do *not* sum to 1.
+
+    ``scores`` has any shape ``(..., S, ...)``; ``-inf`` scores are masked keys (weight
+    0, skipped by the chain); a fully masked row gives zeros.
+    """
+    M._check_dim(scores, dim, "segmentation_marginals")
+    M._check_float(scores, "segmentation_marginals")
+    if transition.shape != (2, 2):
+        raise ValueError(
+            f"segmentation_marginals: transition must have shape (2, 2), "
+            f"got {tuple(transition.shape)}"
+        )
+    if bool(torch.isnan(scores).any() | (scores == float("inf")).any()):
+        raise ValueError(
+            f"segmentation_marginals: scores contain NaN or +inf "
+            f"(shape {tuple(scores.shape)})"
+        )
+    x = scores.movedim(dim, -1)  # (..., S)
+    lead, S = x.shape[:-1], x.shape[-1]
+    x = x.reshape(-1, S)  # (N, S)
+    mask = x > float("-inf")  # (N, S) True on real keys
+    s1 = torch.where(mask, x, 0.0)  # (N, S): masked keys are skipped via the mask
+    unary = torch.stack([torch.zeros_like(s1), s1], dim=-1)  # (N, S, 2)
+    marg = linear_chain_marginals(unary, transition.to(x.dtype), mask)  # (N, S, 2)
+    w = marg[..., 1].reshape(*lead, S)  # (..., S)
+    return w.movedim(-1, dim)
+
+
+class SegmentationAttention(nn.Module):
+    """Segmentation attention as a mapping: a learned (2, 2) transition matrix.
+
+    ``transition`` starts at ``init * [[1, -1], [-1, 1]] / 2`` (``init = 0``: independent
+    sigmoids). With ``normalize=True`` the marginals of each row are divided by their
+    sum (plus ``eps``), so the output is an average of the values as in soft attention.
+    """
+
+    def __init__(self, init: float = 0.0, normalize: bool = False, eps: float = 1e-6):
+        super().__init__()
+        agree = torch.tensor([[1.0, -1.0], [-1.0, 1.0]]) * (init / 2)
+        self.transition = nn.Parameter(agree)
+        self.normalize, self.eps = normalize, eps
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        w = segmentation_marginals(scores, self.transition.to(scores.dtype))
+        if self.normalize:
+            w = w / (w.sum(dim=-1, keepdim=True) + self.eps)
+        return w
+
+    def extra_repr(self) -> str:
+        return f"normalize={self.normalize}"
+
+
+# ------------------------------------------------------------------ hard attention
+def _dead_rows(scores: torch.Tensor) -> torch.Tensor:
+    """(..., 1) True where every score of the row is -inf (a fully masked query)."""
+    return ~(scores > float("-inf")).any(dim=-1, keepdim=True)
+
+
+def _check_scores(scores, name):
+    M._check_dim(scores, -1, name)
+    M._check_float(scores, name)
+    if bool(torch.isnan(scores).any() | (scores == float("inf")).any()):
+        raise ValueError(f"{name}: scores contain NaN or +inf ({tuple(scores.shape)})")
+
+
+class GumbelSoftmax(nn.Module):
+    """Hard attention trained with straight-through Gumbel-softmax.
+
+    Training mode: ``F.gumbel_softmax(scores / 1, tau, hard=True)`` along the last dim:
+    the forward value is a one-hot sample from ``softmax(scores)`` (the Gumbel-max
+    trick), the gradient is that of the relaxed sample ``softmax((scores + g) / tau)``.
+    ``hard=False`` returns the relaxed sample itself. Evaluation mode: the one-hot
+    argmax (the most likely key), no sampling. ``tau`` can be changed between steps
+    (annealing).
+    """
+
+    def __init__(self, tau: float = 1.0, hard: bool = True):
+        super().__init__()
+        if not tau > 0:
+            raise ValueError(f"GumbelSoftmax: tau must be > 0, got {tau}")
+        self.tau, self.hard = tau, hard
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        _check_scores(scores, "GumbelSoftmax")
+        dead = _dead_rows(scores)  # (..., 1)
+        safe = scores.masked_fill(dead, 0.0)  # a dead row would give NaN
+        if self.training:
+            w = F.gumbel_softmax(safe, tau=self.tau, hard=self.hard, dim=-1)
+        else:
+            w = M.argmax(safe)
+        return w.masked_fill(dead, 0.0)  # (..., S)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}, hard={self.hard}"
+
+
+class ReinforceSample(nn.Module):
+    """Hard attention trained with REINFORCE (the score-function estimator).
+
+    ``forward(scores)`` samples one key per row from ``softmax(scores)`` (training
+    mode; the argmax in evaluation mode) and returns it one-hot, with no gradient. It
+    keeps the sample's ``log_prob`` and the distribution's ``entropy`` (shape ``(...)``
+    = the scores' shape without the last dim). After computing a per-sample reward
+    (e.g. minus the per-example loss, any shape broadcastable to ``log_prob``), add
+    ``surrogate(reward)`` to the loss:
+
+    ``-(reward - b) * log_prob - entropy_bonus * entropy`` (averaged),
+
+    whose gradient is the REINFORCE estimate of ``-∇ E[reward]`` with baseline ``b``,
+    an exponential moving average of past rewards (``momentum``), plus an entropy bonus
+    that keeps exploring (Xu et al., 2015 use both).
+    """
+
+    def __init__(self, momentum: float = 0.9, entropy_bonus: float = 0.01):
+        super().__init__()
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(
+                f"ReinforceSample: momentum must be in [0, 1), got {momentum}"
+            )
+        self.momentum, self.entropy_bonus = momentum, entropy_bonus
+        self.register_buffer("baseline", torch.zeros(()))
+        self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))
+        self.log_prob: torch.Tensor | None = None
+        self.entropy: torch.Tensor | None = None
+        self._live: torch.Tensor | None = None
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        _check_scores(scores, "ReinforceSample")
+        dead = _dead_rows(scores)  # (..., 1)
+        safe = scores.masked_fill(dead, 0.0)
+        dist = torch.distributions.Categorical(logits=safe)
+        idx = dist.sample() if self.training else safe.argmax(dim=-1)  # (...)
+        self.log_prob = dist.log_prob(idx)  # (...)
+        self.entropy = dist.entropy()  # (...)
+        self._live = ~dead[..., 0]  # (...)
+        w = F.one_hot(idx, scores.shape[-1]).to(scores.dtype)  # (..., S)
+        return w.masked_fill(dead, 0.0)
+
+    def surrogate(self, reward: torch.Tensor) -> torch.Tensor:
+        """The loss term whose gradient is the REINFORCE estimate (updates the baseline).
+
+        ``reward`` is treated as a constant (detached); call once per forward pass.
+        """
+        if self.log_prob is None:
+            raise RuntimeError("ReinforceSample.surrogate: call forward first")
+        reward = reward.detach()
+        try:
+            reward = reward.expand_as(self.log_prob)
+        except RuntimeError:
+            raise ValueError(
+                f"ReinforceSample.surrogate: reward of shape {tuple(reward.shape)} "
+                f"does not broadcast to the samples' shape {tuple(self.log_prob.shape)}"
+            ) from None
+        live = self._live.to(reward.dtype)
+        n = live.sum().clamp(min=1)
+        mean_r = (reward * live).sum() / n
+        if not bool(self.initialised):
+            self.baseline.fill_(float(mean_r))
+            self.initialised.fill_(True)
+        adv = reward - self.baseline  # advantage, computed with the *old* baseline
+        term = -(adv * self.log_prob) - self.entropy_bonus * self.entropy
+        with torch.no_grad():
+            m = self.momentum
+            self.baseline.mul_(m).add_((1 - m) * mean_r)
+        return (term * live).sum() / n
+
+    def extra_repr(self) -> str:
+        return f"momentum={self.momentum}, entropy_bonus={self.entropy_bonus}"
+
+
+# ---------------------------------------------------------------- by name
+MAPPING_NAMES = (
+    "softmax",
+    "sparsemax",
+    "entmax15",
+    "fusedmax",
+    "gumbel",
+    "reinforce",
+    "structured",
+)
+
+
+def get_mapping(name: str, **kwargs):
+    """Build a mapping for :func:`attnlab.attend` by name.
+
+    ``softmax``, ``sparsemax``, ``entmax15``, ``fusedmax`` (``lam``) return the
+    modules of :mod:`attnlab.mappings`; ``gumbel`` a :class:`GumbelSoftmax` (``tau``),
+    ``reinforce`` a :class:`ReinforceSample`, ``structured`` a
+    :class:`SegmentationAttention` (``init``, ``normalize``). Keyword arguments go to
+    the constructor.
+    """
+    table = {
+        "softmax": M.Softmax,
+        "sparsemax": M.Sparsemax,
+        "entmax15": M.Entmax15,
+        "fusedmax": M.Fusedmax,
+        "gumbel": GumbelSoftmax,
+        "reinforce": ReinforceSample,
+        "structured": SegmentationAttention,
+    }
+    if name not in table:
+        raise ValueError(f"mapping must be one of {MAPPING_NAMES}, got {name!r}")
+    return table[name](**kwargs)
