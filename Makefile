@@ -80,13 +80,17 @@ book: $(STAMP) vendor
 # failing cell into a failed build; tools/nbtimes.py prints the times and enforces the
 # budget). The student edition runs under nbval. The two notebook passes and the unit
 # tests are independent, so they share the two cores; the browser check needs the site.
+# Two stages side by side on two cores: each runs torch on one thread. With two threads
+# each, torch's OpenMP workers spin-wait for a core the other stage holds, and a notebook
+# of tiny training steps was seen to take 13 CPU s in one run and 73 in the next.
 TEST_STAGES := lint stripped book unit student-check
 # Each stage's output in one piece (GNU make >= 4; macOS's make 3.81 interleaves).
 SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 
 test: $(STAMP)
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j2 $(SYNC) STUDENT_REFRESH=0 $(TEST_STAGES); \
+	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 $(SYNC) STUDENT_REFRESH=0 \
+	  $(TEST_STAGES); \
 	$(MAKE) --no-print-directory browser-only; \
 	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
 
