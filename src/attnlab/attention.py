@@ -60,6 +60,33 @@ def _combine(
     return out, weights
 
 
+def check_qkv(q, k, v, fn: str) -> None:
+    """Raise a TypeError/ValueError naming ``fn`` and the shapes unless ``q (..., T, Dh)``,
+    ``k (..., S, Dh)`` and ``v (..., S, Dv)`` are tensors of one dtype that fit together.
+    Shared by every attention function (this module and :mod:`attnlab.efficient`)."""
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
+            )
+        if t.dim() < 2:
+            raise ValueError(
+                f"{fn}: {name} needs shape (..., L, D), got {tuple(t.shape)}"
+            )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"{fn}: q and k must share the last size Dh, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"{fn}: k and v must have the same number of keys S, got k "
+            f"{tuple(k.shape)} and v {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"{fn}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+
+
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -141,23 +168,7 @@ def scaled_dot_product_attention(
     weights : (..., T, S), after dropout, so that ``out == weights @ v``. A query whose
         every key is masked gets zero weights and a zero output (PyTorch gives NaN).
     """
-    for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} needs shape (..., L, D), got {tuple(t.shape)}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must share the last size Dh, got q {tuple(q.shape)} "
-            f"and k {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of keys S, got k {tuple(k.shape)} "
-            f"and v {tuple(v.shape)}"
-        )
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+    check_qkv(q, k, v, "scaled_dot_product_attention")
     if isinstance(dropout_p, bool) or not 0.0 <= dropout_p <= 1.0:
         raise ValueError(
             f"dropout_p must be a float in [0, 1], got {dropout_p!r} (the 5th "

@@ -32,6 +32,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .attention import check_qkv
+
 __all__ = [
     "flash_attention",
     "sliding_window_attention",
@@ -48,32 +50,12 @@ BLOCK_K = 256  # columns of keys per tile
 
 # ----------------------------------------------------------------------------- checks
 def _check_qkv(q, k, v, fn: str) -> None:
-    for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(
-                f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
-            )
-        if t.dim() < 2:
-            raise ValueError(
-                f"{fn}: {name} needs shape (..., L, D), got {tuple(t.shape)}"
-            )
+    check_qkv(q, k, v, fn)  # types, Dh, S, dtype: as every attention function
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
         raise ValueError(
             f"{fn}: q, k, v must share their leading (batch, head) dims, got "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"{fn}: q and k must share the last size Dh, got q {tuple(q.shape)} "
-            f"and k {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"{fn}: k and v must have the same number of keys S, got k "
-            f"{tuple(k.shape)} and v {tuple(v.shape)}"
-        )
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"{fn}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
     if not q.is_floating_point():
         raise TypeError(f"{fn}: q, k, v must be floating point, got {q.dtype}")
     if not (q.device == k.device == v.device):
