@@ -11,7 +11,18 @@ Each module's public names (its ``__all__``) are re-exported here, so chapters w
 
 from __future__ import annotations
 
-from . import check, data, efficient, mappings, masking, scoring, seq2seq, toys, train
+from . import (
+    check,
+    data,
+    efficient,
+    mappings,
+    masking,
+    pretrained,  # all-MiniLM-L6-v2 on our own layers (Part IV)
+    scoring,
+    seq2seq,
+    toys,
+    train,
+)
 from .attention import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .devices import *  # noqa: F403
