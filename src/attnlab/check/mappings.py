@@ -3,8 +3,6 @@
 * :func:`sparsemax_sort` — ``fn(scores) -> weights``: sparsemax by sorting
 * :func:`tail_mass` — ``fn(p, k) -> mass``: the weight outside the ``k`` largest
 * :func:`entmax_vjp` — ``fn(p, g, alpha) -> J^T g``: the backward pass of α-entmax
-* :func:`sparsemax_threshold`, :func:`sparsemax_vjp` — earlier exercises, kept for
-  instructors who assign them
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ from ._core import Case, run_check
 
 __all__ = [
     "sparsemax_sort",
-    "sparsemax_threshold",
-    "sparsemax_vjp",
     "tail_mass",
     "entmax_vjp",
 ]
@@ -68,57 +64,6 @@ def sparsemax_sort(fn) -> bool:
     """Check ``fn(scores) -> weights``: sparsemax along the last dim by sorting."""
     cases = [Case(lbl, (x.clone(),), sparsemax(x), hint) for lbl, x, hint in _inputs()]
     return run_check("sparsemax_sort", fn, cases)
-
-
-def _tau(x: torch.Tensor) -> torch.Tensor:
-    """The sparsemax threshold of each row (x - p on the support, -inf rows: nan-free 0)."""
-    p = sparsemax(x)
-    first = p.argmax(dim=-1, keepdim=True)
-    tau = (x.gather(-1, first) - p.gather(-1, first)).squeeze(-1)
-    return torch.where(torch.isfinite(tau), tau, torch.zeros_like(tau))
-
-
-def sparsemax_threshold(fn) -> bool:
-    """Check ``fn(theta) -> tau`` for a 1-D ``theta``: sum_j [theta_j - tau]_+ = 1."""
-    cases = [
-        Case(lbl, (x.clone(),), float(_tau(x)), hint)
-        for lbl, x, hint in _inputs()
-        if x.dim() == 1
-    ]
-    cases.insert(
-        1,
-        Case(
-            "worked example",
-            (_t([1.0, 0.8, 0.1, -0.5]),),
-            0.4,
-            "support {1, 2}: tau = (1.0 + 0.8 - 1) / 2",
-        ),
-    )
-    cases[0] = Case(
-        cases[0].label,
-        cases[0].args,
-        cases[0].expected,
-        "try support sizes k = 1, 2, ...: tau = (sum of top k - 1) / k",
-    )
-    return run_check("sparsemax_threshold", fn, cases)
-
-
-def sparsemax_vjp(fn) -> bool:
-    """Check ``fn(p, g) -> J^T g`` for the sparsemax output ``p`` and upstream ``g``."""
-    cases = []
-    gen = torch.Generator().manual_seed(4)
-    for lbl, x, _ in _inputs():
-        p = sparsemax(x)
-        g = torch.randn(x.shape, generator=gen, dtype=torch.float64)
-        xr = x.clone().requires_grad_()
-        (sparsemax(xr) * g).sum().backward()  # the reference: autograd of the library
-        hint = "J = diag(s) - s s^T / |S|, with s the support indicator of p"
-        if "fully" in lbl:
-            hint = "an empty support has a zero Jacobian: guard the division by |S|"
-        if "length" in lbl or "1000" in lbl:
-            hint = "a support of size 1 has a zero Jacobian"
-        cases.append(Case(lbl, (p, g), xr.grad, hint))
-    return run_check("sparsemax_vjp", fn, cases)
 
 
 def tail_mass(fn) -> bool:

@@ -1,7 +1,6 @@
 """Checks for chapter 2, "The attention recipe".
 
 * :func:`additive_score` — ``fn(q, k, W1, W2, v) -> scores`` (Bahdanau's score)
-* :func:`attend_with_mask` — ``fn(q, k, v, mask) -> (out, weights)`` (dot + softmax)
 * :func:`winning_key` — ``fn(angle, keys) -> int``: the key a very long query picks
 * :func:`smallest_booster` — ``fn(seq, target) -> float``: how strong the key booster
   of the "look for B" toy must be for the Bs to get ``target`` of the weight
@@ -27,7 +26,6 @@ from ._core import Case, CheckResult, run_check
 
 __all__ = [
     "additive_score",
-    "attend_with_mask",
     "winning_key",
     "smallest_booster",
     "factor_bilinear",
@@ -99,78 +97,6 @@ def additive_score(fn: Callable) -> CheckResult:
         ),
     ]
     return run_check("additive_score", fn, cases)
-
-
-def _attend_case(label, B, T, S, D, mask, seed, scale=1.0, hint=""):
-    g = _gen(seed)
-    q = torch.randn(B, T, D, generator=g) * scale
-    k = torch.randn(B, S, D, generator=g)
-    v = torch.randn(B, S, D + 1, generator=g)
-    return Case(label, (q, k, v, mask), attend(q, k, v, mask=mask), hint)
-
-
-def attend_with_mask(fn: Callable) -> CheckResult:
-    """Check ``fn(q, k, v, mask)`` returns ``(out, weights)`` of dot-product attention.
-
-    ``q (B, T, D)``, ``k (B, S, D)``, ``v (B, S, Dv)``, boolean ``mask`` broadcastable
-    to ``(B, T, S)`` (``True`` = may attend) -> ``out (B, T, Dv)``, ``weights (B, T, S)``.
-    A query with every key masked gets zero weights and a zero output.
-    """
-    causal = torch.ones(4, 4, dtype=torch.bool).tril()
-    full = torch.ones(3, 5, dtype=torch.bool)
-    padding = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None]
-    dead_row = torch.ones(2, 3, 4, dtype=torch.bool)
-    dead_row[0, 1] = False
-    nan_hint = (
-        "a fully masked row must give zero weights, not NaN: softmax of all -inf is "
-        "0/0; replace the NaN (or divide by max(sum, tiny))"
-    )
-    cases = [
-        _attend_case(
-            "nothing masked",
-            2,
-            3,
-            5,
-            4,
-            full,
-            0,
-            hint="weights = softmax(q kᵀ) over the keys (last dim), out = weights @ v",
-        ),
-        _attend_case(
-            "causal mask",
-            1,
-            4,
-            4,
-            3,
-            causal,
-            1,
-            hint="True means 'may attend': blocked scores become -inf before softmax",
-        ),
-        _attend_case(
-            "padding mask (B, 1, S)",
-            2,
-            3,
-            5,
-            4,
-            padding,
-            2,
-            hint="the mask broadcasts over the queries",
-        ),
-        _attend_case("one query fully masked", 2, 3, 4, 2, dead_row, 3, hint=nan_hint),
-        _attend_case(
-            "scores x 1000",
-            1,
-            2,
-            4,
-            3,
-            torch.ones(2, 4, dtype=torch.bool),
-            4,
-            scale=1000.0,
-            hint="subtract the row max before exp (or use torch.softmax)",
-        ),
-        _attend_case("length 1 (T = S = 1)", 1, 1, 1, 2, torch.ones(1, 1).bool(), 5),
-    ]
-    return run_check("attend_with_mask", fn, cases)
 
 
 # The keys of the chapter's widget (one copy, in attnlab.toys).

@@ -1,16 +1,10 @@
 """Checks for chapter 7 (the Transformer).
 
-* :func:`sinusoidal_encoding` — ``fn(n_positions, d_model) -> (n_positions, d_model)``,
-  the table of Vaswani et al. (``d_model`` even): ``PE[p, 2i] = sin(p / 10000^(2i/D))``,
-  ``PE[p, 2i+1] = cos(p / 10000^(2i/D))``.
 * :func:`decoder_self_mask` — ``fn(tgt_lengths (B,), T) -> (B, T, T)`` boolean,
   ``True`` = may attend: query t sees keys ``0..t`` that are real (``< length``).
-* :func:`pre_ln_encoder_layer` — ``fn(layer, x, key_mask) -> (B, S, D)``: the pre-LN
-  forward pass written with the sub-modules of an :class:`attnlab.TransformerEncoderLayer`
-  (``self_attn``, ``norm1``, ``norm2``, ``linear1``, ``linear2``, ``activation``).
 
-The expected answers come from :mod:`attnlab.positional`, :mod:`attnlab.masking` and
-:class:`attnlab.TransformerEncoderLayer` itself.
+The expected answers come from :mod:`attnlab.masking` and attnlab's Transformer layers
+themselves.
 """
 
 from __future__ import annotations
@@ -19,37 +13,11 @@ import torch
 
 from ._core import Case, close, run_check
 
-__all__ = ["sinusoidal_encoding", "decoder_self_mask", "pre_ln_encoder_layer"]
+__all__ = ["decoder_self_mask"]
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def sinusoidal_encoding(fn):
-    """Check ``fn(n_positions, d_model) -> (n_positions, d_model)``."""
-    from ..positional import sinusoidal_encoding as ref
-
-    specs = [
-        ("10 positions, D=8", 10, 8, "sin on even columns 2i, cos on odd 2i+1"),
-        ("length 1", 1, 6, "position 0 is [0, 1, 0, 1, ...]"),
-        ("D=2: one pair", 5, 2, "with D=2 the only frequency is 1: sin(p), cos(p)"),
-        (
-            "200 positions, D=16",
-            200,
-            16,
-            "the divisor is 10000^(2i/D) with 2i the even column index, not i",
-        ),
-    ]
-    cases = [
-        Case(label, (n, d), ref(n, d, dtype=torch.float64), hint)
-        for label, n, d, hint in specs
-    ]
-
-    def compare(got, expected):  # float32 sines of ~200 rad are good to ~1e-5
-        return close(got, expected, atol=1e-4, rtol=1e-4)
-
-    return run_check("sinusoidal_encoding", fn, cases, compare)
 
 
 def decoder_self_mask(fn):
@@ -85,47 +53,6 @@ def decoder_self_mask(fn):
         )
 
     return run_check("decoder_self_mask", fn, cases, compare)
-
-
-def pre_ln_encoder_layer(fn):
-    """Check ``fn(layer, x (B, S, D), key_mask (B, S)) -> (B, S, D)``, pre-LN."""
-    from ..transformer import TransformerEncoderLayer
-
-    with torch.random.fork_rng():  # fixed weights, the caller's RNG left alone
-        torch.manual_seed(7)
-        layer = TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True).eval()
-        gelu = TransformerEncoderLayer(
-            8, 2, 16, dropout=0.0, norm_first=True, activation="gelu"
-        ).eval()
-    specs = [
-        ("B=2, S=4, padding", layer, (2, 4), [4, 2], 1.0, ""),
-        ("length 1", layer, (1, 1, 8), [1], 1.0, "one token attends only to itself"),
-        (
-            "inputs x 1000",
-            layer,
-            (2, 3),
-            [3, 3],
-            1000.0,
-            "normalise *before* each sub-block and add its output to the raw x",
-        ),
-        ("GELU", gelu, (2, 5), [5, 3], 1.0, "use layer.activation, not F.relu"),
-    ]
-    cases = []
-    for i, (label, lay, shape, lengths, scale, hint) in enumerate(specs):
-        x = torch.randn(*shape[:2], 8, generator=_gen(700 + i)) * scale
-        mask = torch.arange(shape[1])[None, :] < torch.tensor(lengths)[:, None]
-        with torch.no_grad():
-            expected = lay(x, src_key_padding_mask=mask)
-        hint = hint or (
-            "x + self_attn(h, h, h, key_padding_mask=...)[0] with h = norm1(x), then "
-            "x + linear2(activation(linear1(norm2(x))))"
-        )
-        cases.append(Case(label, (lay, x, mask), expected, hint))
-
-    def compare(got, expected):
-        return close(got, expected, atol=1e-4 * float(expected.abs().max()), rtol=1e-4)
-
-    return run_check("pre_ln_encoder_layer", fn, cases, compare)
 
 
 # ------------------------------------------------------------------ chapter 7 (2)
