@@ -56,3 +56,20 @@ def device(request):
 
 
 cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+
+
+@pytest.fixture
+def check_separates(monkeypatch):
+    """``check_separates(check, good, bads)``: in strict mode the exercise check passes
+    the good answer and raises ``CheckFailed`` on every bad one."""
+    from attnlab.check import CheckFailed
+
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+
+    def run(check, good, bads):
+        assert check(good)
+        for bad in bads:
+            with pytest.raises(CheckFailed):
+                check(bad)
+
+    return run

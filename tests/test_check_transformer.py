@@ -104,12 +104,8 @@ def _pre_ln_decoder_no_causal(layer, y, memory, memory_mask):
         ),
     ],
 )
-def test_new_checks_pass_good_and_fail_bad(check, good, bads, monkeypatch):
-    monkeypatch.setenv("ATTNLAB_STRICT", "1")
-    assert check(good)
-    for bad in bads:
-        with pytest.raises(CheckFailed):
-            check(bad)
+def test_new_checks_pass_good_and_fail_bad(check, good, bads, check_separates):
+    check_separates(check, good, bads)
 
 
 def test_check_leaves_global_rng_alone():
