@@ -15,6 +15,7 @@ from . import (
     check,
     data,
     efficient,
+    explain,  # rollout, flow and the tests of the debate (Part IV)
     mappings,
     masking,
     pretrained,  # all-MiniLM-L6-v2 on our own layers (Part IV)
