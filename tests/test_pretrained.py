@@ -161,3 +161,28 @@ def test_attention_maps_of_one_sentence(model):
     assert tokens == ["[CLS]", "time", "flies", "like", "an", "arrow", "[SEP]"]
     assert w.shape == (6, 12, 7, 7)
     torch.testing.assert_close(w.sum(-1), torch.ones(6, 12, 7))
+
+
+def test_edge_inputs_unknown_only_pairs_and_long_pairs(model):
+    assert model.tokens("\u2603") == ["[CLS]", "[UNK]", "[SEP]"]  # runs, no crash
+    with pytest.raises(ValueError, match="empty"):
+        model.encode([("a sentence", " ")])  # an empty second segment
+    with pytest.raises(TypeError, match="pair"):
+        model.encode([("a", "b", "c")])
+    with pytest.raises(ValueError, match="512"):
+        model.encode([("word " * 300, "word " * 300)])
+    ids, mask = model.encode([("word " * 300, "word " * 300)], truncate=True)
+    assert ids.shape == (1, 512) and int((ids == model.cfg.sep_id).sum()) == 2
+
+
+def test_padded_pair_batch_puts_no_weight_on_padding(model):
+    texts = [("a b", "c"), "a much longer single sentence than the pair", "x"]
+    ids, mask = model.encode(texts)
+    with torch.no_grad():
+        _, att = model(ids, mask)
+    keys = mask[:, None, None, :]  # (B, 1, 1, T)
+    rows = mask[:, None, :, None]  # (B, 1, T, 1)
+    for w in att:  # (B, H, T, T)
+        assert (w * ~keys).abs().max() == 0 and (w * ~rows).abs().max() == 0
+        sums = w.sum(-1)  # (B, H, T): 1 on real rows, 0 on padded ones
+        torch.testing.assert_close(sums, rows[..., 0].expand_as(sums).float())

@@ -34,6 +34,12 @@ def residual_attention(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
     """
     if len(attentions) == 0:
         raise ValueError("need the attention of at least one layer")
+    shapes = {tuple(a.shape) for a in attentions}
+    if len(shapes) != 1 or attentions[0].dim() not in (3, 4):
+        raise ValueError(
+            "attentions must be L tensors of one shape, (B, H, T, T) or (H, T, T); "
+            f"got shapes {[tuple(a.shape) for a in attentions]}"
+        )
     W = torch.stack([a.float().mean(-3) for a in attentions])  # (L, [B,] T, T)
     T = W.shape[-1]
     if W.shape[-2] != T:
@@ -42,17 +48,29 @@ def residual_attention(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
     return A / A.sum(-1, keepdim=True)
 
 
-def attention_rollout(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
+def attention_rollout(
+    attentions: Sequence[torch.Tensor], mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Attention rollout (Abnar & Zuidema, 2020): ``A_L @ ... @ A_2 @ A_1``.
 
     ``attentions``: L tensors (B, H, T, T) from the first layer up. Returns (B, T, T)
     (or (T, T)): row i is how much of top-layer position i comes from each input token,
     each row on the simplex. Rollout multiplies the weights along every path.
+    ``mask`` (B, T) (or (T,)), True on real tokens: the rows of padded positions are
+    set to zero (without it, :func:`residual_attention` makes them identity rows); the
+    rows of real tokens never reach padding either way.
     """
     A = residual_attention(attentions)  # (L, B, T, T)
     R = A[0]
     for layer in A[1:]:
         R = layer @ R  # (B, T, T) @ (B, T, T): one more layer on top
+    if mask is not None:
+        if mask.dtype != torch.bool or mask.shape != R.shape[:-1]:
+            raise ValueError(
+                f"mask must be bool of shape {tuple(R.shape[:-1])}, got {mask.dtype} "
+                f"{tuple(mask.shape)}"
+            )
+        R = R * mask[..., :, None].to(R.device)  # (B, T, T): padded rows -> 0
     return R
 
 
@@ -88,11 +106,18 @@ def attention_flow(attentions: Sequence[torch.Tensor], mask: torch.Tensor = None
     from scipy.sparse.csgraph import maximum_flow
 
     A = residual_attention(attentions)  # (L, B, T, T)
+    if mask is not None and (mask.dtype != torch.bool or mask.shape != A.shape[1:-1]):
+        raise ValueError(
+            f"mask must be bool of shape {tuple(A.shape[1:-1])}, got {mask.dtype} "
+            f"{tuple(mask.shape)}"
+        )
     if A.dim() == 3:
         A, mask = A[:, None], None if mask is None else mask[None]
     L, B, T, _ = A.shape
     mask = torch.ones(B, T, dtype=torch.bool) if mask is None else mask.cpu()
-    rows = list(range(T)) if rows is None else list(rows)
+    rows = list(range(T)) if rows is None else [int(i) for i in rows]
+    if any(not 0 <= i < T for i in rows):
+        raise ValueError(f"rows must be positions in 0..{T - 1}, got {rows}")
     out = np.zeros((B, len(rows), T), dtype=np.float64)
     for b in range(B):
         n = int(mask[b].sum())
