@@ -8,6 +8,7 @@ from ._core import Case, CheckFailed, run_check, strict_mode  # noqa: F401
 from .fast_attention import *  # noqa: F401,F403  chapter 8
 from .mappings import *  # noqa: F401,F403  chapter 3
 from .multihead import *  # noqa: F401,F403  chapter 6
+from .pretrained import *  # noqa: F401,F403  chapter 10
 from .recipe import *  # noqa: F401,F403  chapter 2
 from .self_attention import *  # noqa: F401,F403  chapter 5
 from .seq2seq import *  # noqa: F401,F403  chapter 1

@@ -1,0 +1,132 @@
+"""Chapter 10 checks pass good answers written with loops, and fail realistic wrong ones."""
+
+from __future__ import annotations
+
+import torch
+
+import attnlab
+
+
+# ------------------------------------------------------------- good answers (loops)
+def _layer(a, alpha):
+    """rownorm(alpha * mean_heads(a) + (1 - alpha) I), one matrix (T, T)."""
+    T = a.shape[-1]
+    m = sum(a[h] for h in range(a.shape[0])) / a.shape[0]  # (T, T)
+    A = alpha * m + (1 - alpha) * torch.eye(T, dtype=m.dtype)
+    return A / A.sum(-1, keepdim=True)
+
+
+def good_rollout(attentions, alpha):
+    batched = attentions[0].dim() == 4
+    att = attentions if batched else [a[None] for a in attentions]
+    out = []
+    for b in range(att[0].shape[0]):
+        R = _layer(att[0][b].double(), alpha)
+        for a in att[1:]:
+            R = _layer(a[b].double(), alpha) @ R
+        out.append(R)
+    out = torch.stack(out)
+    return out if batched else out[0]
+
+
+def good_curve(attentions, mask, keys):
+    curve = []
+    for depth in range(1, len(attentions) + 1):
+        R = good_rollout(attentions[:depth], 0.5)  # (B, T, T)
+        shares = [R[b, i, keys[b]].sum() for b in range(R.shape[0])
+                  for i in range(R.shape[1]) if mask[b, i]]  # fmt: skip
+        curve.append(torch.stack(shares).mean())
+    return torch.stack(curve)
+
+
+def good_relation(maps, pairs):
+    got = [w[:, :, i, j] for w, ps in zip(maps, pairs) for i, j in ps]
+    return torch.stack(got).mean(0)
+
+
+# ------------------------------------------------------------- wrong answers
+def curve_counts_padding(attentions, mask, keys):
+    return torch.stack(
+        [(good_rollout(attentions[:d], 0.5) * keys[:, None, :]).sum(-1).mean()
+         for d in range(1, len(attentions) + 1)]
+    )  # fmt: skip
+
+
+def curve_raw_attention(attentions, mask, keys):  # no rollout: each layer alone
+    return torch.stack(
+        [(a.mean(1) * keys[:, None, :]).sum(-1)[mask].mean() for a in attentions]
+    )
+
+
+def curve_last_only(attentions, mask, keys):
+    return good_curve(attentions, mask, keys)[-1:]
+
+
+def relation_per_sentence(maps, pairs):
+    means = [torch.stack([w[:, :, i, j] for i, j in ps]).mean(0)
+             for w, ps in zip(maps, pairs) if ps]  # fmt: skip
+    return torch.stack(means).mean(0)
+
+
+def relation_transposed(maps, pairs):
+    return good_relation(maps, [[(j, i) for i, j in ps] for ps in pairs])
+
+
+def relation_crashes_on_empty(maps, pairs):
+    return torch.stack(
+        [torch.stack([w[:, :, i, j] for i, j in ps]).mean(0) * len(ps)
+         for w, ps in zip(maps, pairs)]
+    ).sum(0) / sum(len(ps) for ps in pairs)  # fmt: skip
+
+
+def rollout_wrong_order(attentions, alpha):
+    batched = attentions[0].dim() == 4
+    att = attentions if batched else [a[None] for a in attentions]
+    out = []
+    for b in range(att[0].shape[0]):
+        R = _layer(att[0][b].double(), alpha)
+        for a in att[1:]:
+            R = R @ _layer(a[b].double(), alpha)
+        out.append(R)
+    out = torch.stack(out)
+    return out if batched else out[0]
+
+
+def rollout_no_renorm(attentions, alpha):
+    W = torch.stack([a.double().mean(-3) for a in attentions])
+    A = alpha * W + (1 - alpha) * torch.eye(W.shape[-1], dtype=W.dtype)
+    R = A[0]
+    for layer in A[1:]:
+        R = layer @ R
+    return R
+
+
+def rollout_fixed_half(attentions, alpha):
+    return attnlab.explain.attention_rollout(attentions).double()
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_rollout_sink_curve(check_separates):
+    check_separates(attnlab.check.rollout_sink_curve, good_curve,
+                    [curve_counts_padding, curve_raw_attention, curve_last_only, stub])  # fmt: skip
+
+
+def test_relation_scores(check_separates):
+    check_separates(attnlab.check.relation_scores, good_relation,
+                    [relation_per_sentence, relation_transposed,
+                     relation_crashes_on_empty, stub])  # fmt: skip
+
+
+def test_rollout_with_residual(check_separates):
+    check_separates(attnlab.check.rollout_with_residual, good_rollout,
+                    [rollout_wrong_order, rollout_no_renorm, rollout_fixed_half, stub])  # fmt: skip
+
+
+def test_half_residual_is_the_library_rollout():
+    g = torch.Generator().manual_seed(0)
+    att = [torch.randn(2, 3, 4, 4, generator=g).softmax(-1) for _ in range(3)]
+    torch.testing.assert_close(good_rollout(att, 0.5).float(),
+                               attnlab.explain.attention_rollout(att))  # fmt: skip
