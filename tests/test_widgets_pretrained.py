@@ -57,3 +57,19 @@ def test_widget_builds_with_its_controls():
     widget = w.head_view_widget()
     names = [c.description for c in widget.children[:-1]]
     assert names == ["sentence", "layer", "head", "style"]
+
+
+def test_head_view_twin_carries_the_models_maps():
+    from attnlab.widgets.twins_ch10 import head_view_twin, minilm_head_maps
+
+    maps = minilm_head_maps(w.minilm(), ["time flies like an arrow", "it was wide."])
+    data = head_view_twin(maps).data["sentences"]
+    for sent, (text, e) in zip(data, maps.items()):
+        assert sent["label"] == text and sent["tokens"] == e["tokens"]
+        got = torch.tensor(sent["weights"], dtype=torch.float64) / 1000
+        assert (
+            got.shape
+            == e["weights"].shape
+            == (6, 12, len(e["tokens"]), len(e["tokens"]))
+        )
+        assert (got - e["weights"]).abs().max() <= 5e-4

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 
 import attnlab
 from attnlab.widgets import twins as tw
+from attnlab.widgets import twins_ch10
 from attnlab.widgets.twin import CHECKS, JS_DIR, Readout, Twin, close, js_source
 from tools.browser_check import _twin_case_problems, run_twins_only  # noqa: E402
 
@@ -51,7 +52,19 @@ def all_twins() -> list[Twin]:
         tw.sqrt_dk_twin(),
         tw.positional_twin(),
         tw.attention_maps_twin(_examples()),
+        twins_ch10.head_view_twin(_head_maps()),
     ]
+
+
+def _head_maps():
+    g = torch.Generator().manual_seed(1)
+    return {
+        " ".join(toks): {
+            "tokens": toks,
+            "weights": torch.softmax(3 * torch.randn(2, 3, len(toks), len(toks), generator=g), -1),
+        }
+        for toks in (["[CLS]", "a", "b", "[SEP]"], ["[CLS]", "x", "y", "z", "w", "[SEP]"])
+    }  # fmt: skip
 
 
 class _Parse(HTMLParser):
@@ -259,5 +272,23 @@ def test_twins_in_chromium_show_attnlabs_numbers(tmp_path):
     body = "".join(t.html() for t in all_twins())
     page.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>")  # fmt: skip
     errors, lines = asyncio.run(run_twins_only(CHROMIUM, page.as_uri(), None))
-    assert len(lines) == 6, lines
+    assert len(lines) == len(all_twins()), lines
     assert errors == [], "\n".join(errors)
+
+
+def test_head_view_twin_reads_its_thousandths():
+    maps = _head_maps()
+    twin = twins_ch10.head_view_twin(maps)
+    ref = CHECKS["head_view"].reference
+    r = ref({"sentence": "1", "layer": 1, "head": 2, "query": 99}, twin.data)
+    second = list(maps.values())[1]
+    row = second["weights"][1, 2, 5]  # the query is clamped to the last token
+    assert r["query"] == 5 and r["focus"] == second["tokens"][int(row.argmax())]
+    assert abs(r["focus_weight"] - float(row.max())) <= 5e-4
+    assert abs(r["sink"] - float(row[0] + row[-1])) <= 1e-3
+    with pytest.raises(ValueError, match="at least one"):
+        twins_ch10.head_view_twin({})
+    with pytest.raises(ValueError, match="3 tokens"):
+        twins_ch10.head_view_twin(
+            {"s": {"tokens": ["a", "b", "c"], "weights": torch.ones(1, 1, 2, 2)}}
+        )
