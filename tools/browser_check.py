@@ -435,6 +435,7 @@ async def check_twins(
     (none when it is None).
     """
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
+    import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
     from attnlab.widgets.twin import CHECKS
 
     errors, lines = [], []
