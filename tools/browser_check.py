@@ -436,6 +436,7 @@ async def check_twins(
     """
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
     import attnlab.widgets.twins_ch10  # noqa: F401  (chapter 10's head view)
+    import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
     from attnlab.widgets.twin import CHECKS
 
     errors, lines = [], []

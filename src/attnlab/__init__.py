@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from . import (
     check,
+    classifiers,  # the J&W classifier and a small Transformer (chapter 11)
     data,
     efficient,
     explain,  # rollout, flow and the tests of the debate (Part IV)

@@ -511,3 +511,11 @@ def make_task(name: str, **kwargs) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
     return TASKS[name](**kwargs)
+
+
+# Classification tasks with known rationales (chapter 11) live in their own module and
+# are re-exported here: attnlab.data.rationale_task("focus", "test").
+from .rationales import *  # noqa: E402, F403
+from .rationales import __all__ as _rationale_names  # noqa: E402
+
+__all__ += _rationale_names

@@ -5,6 +5,7 @@ notebook only ever writes ``attnlab.check.additive_score(my_additive_score)``.
 """
 
 from ._core import Case, CheckFailed, run_check, strict_mode  # noqa: F401
+from .explanation import *  # noqa: F401,F403  chapter 11
 from .fast_attention import *  # noqa: F401,F403  chapter 8
 from .mappings import *  # noqa: F401,F403  chapter 3
 from .multihead import *  # noqa: F401,F403  chapter 6

@@ -1,0 +1,246 @@
+"""Small text classifiers with attention: the subjects of the explanation debate.
+
+* :class:`AttentionClassifier` — Jain & Wallace's (2019) model: embedding -> encoder ->
+  additive attention over the encoded tokens -> linear -> one logit. The encoder is a
+  BiLSTM (``"lstm"``, contextual) or J&W's "average" encoder, a per-token layer that
+  sees no context (``"average"``). ``attention="uniform"`` freezes the weights to a
+  plain average (the first baseline of Wiegreffe & Pinter, 2019). Every forward pass
+  can be given the weights to use instead (``weights=``): the permutation test, the
+  adversaries and W&P's diagnostic MLP (frozen weights from another model) run so.
+* :class:`TransformerClassifier` — a ``<bos>`` ("CLS") token, sinusoidal positions and
+  chapter 7's :class:`attnlab.TransformerEncoderLayer`, classified from the CLS
+  vector; it returns every layer's attention, for rollout and flow (chapter 11).
+* :func:`fit_classifier` trains either on a :class:`attnlab.data.RationaleData` with
+  :func:`attnlab.train.fit`; :func:`accuracy_f1` evaluates; :func:`predict_proba`.
+
+Shapes: B examples, T tokens, E embedding width, D encoder output width, H heads.
+Masks are True on real tokens. The output is a logit: ``sigmoid(logit)`` = p(label 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .data import Vocab
+from .positional import sinusoidal_encoding
+from .rationales import RationaleData
+from .train import fit
+from .transformer import TransformerEncoderLayer, _capture_weights
+
+__all__ = [
+    "AttentionClassifier",
+    "TransformerClassifier",
+    "masked_softmax",
+    "fit_classifier",
+    "minibatches",
+    "accuracy_f1",
+    "predict_proba",
+]
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the real positions of each row, (..., T) -> (..., T); zero on
+    padding (a row with no real position is all zeros, never NaN)."""
+    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return w.nan_to_num(0.0)
+
+
+def _check_ids(ids, mask) -> None:
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise ValueError(
+            f"ids must be a (B, T) tensor, got {getattr(ids, 'shape', ids)}"
+        )
+    if not isinstance(mask, torch.Tensor) or mask.shape != ids.shape:
+        got = getattr(mask, "shape", type(mask).__name__)
+        raise ValueError(
+            f"mask must have the shape of ids {tuple(ids.shape)}, got {got}"
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be boolean (True on real tokens), got {mask.dtype}")
+
+
+class AttentionClassifier(nn.Module):
+    """Embedding -> BiLSTM or per-token layer -> attention -> linear (Jain & Wallace, 2019).
+
+    ``forward(ids (B, T), mask (B, T), weights=None, embeddings=None)`` returns
+    ``(logit (B,), weights (B, T))``. ``weights`` replaces the model's own attention;
+    ``embeddings (B, T, E)`` replaces the embedding lookup (to differentiate with
+    respect to it). The pieces are separate methods, so an analysis can keep the
+    encoded tokens fixed and change only the attention: :meth:`encode`,
+    :meth:`attend`, :meth:`decode`.
+    """
+
+    def __init__(self, vocab_size: int, encoder: str = "lstm",
+                 attention: str = "additive", d_embed: int = 32,
+                 d_hidden: int = 32):  # fmt: skip
+        super().__init__()
+        if encoder not in ("lstm", "average"):
+            raise ValueError(f"encoder must be 'lstm' or 'average', got {encoder!r}")
+        if attention not in ("additive", "uniform"):
+            raise ValueError(
+                f"attention must be 'additive' or 'uniform', got {attention!r}"
+            )
+        self.encoder_kind, self.attention_kind = encoder, attention
+        self.d_embed, self.d_hidden = d_embed, d_hidden
+        self.embedding = nn.Embedding(vocab_size, d_embed, padding_idx=Vocab.pad_id)
+        D = 2 * d_hidden  # both directions of the LSTM; the average encoder matches it
+        if encoder == "lstm":
+            self.encoder = nn.LSTM(d_embed, d_hidden, batch_first=True,
+                                   bidirectional=True)  # fmt: skip
+        else:
+            self.encoder = nn.Sequential(nn.Linear(d_embed, D), nn.Tanh())
+        self.w_att = nn.Linear(D, D)  # additive scores v^T tanh(W h + b)
+        self.v_att = nn.Linear(D, 1, bias=False)
+        self.out = nn.Linear(D, 1)
+
+    def encode(self, e: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Embeddings ``(B, T, E)`` -> token vectors ``(B, T, D)``, zero on padding."""
+        B, T, _ = e.shape
+        if self.encoder_kind == "average":
+            return self.encoder(e) * mask[..., None]  # (B, T, D), each token alone
+        lengths = mask.sum(1).clamp_min(1).cpu()  # (B,)
+        packed = nn.utils.rnn.pack_padded_sequence(e, lengths, batch_first=True,
+                                                   enforce_sorted=False)  # fmt: skip
+        h, _ = self.encoder(packed)
+        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=T)
+        return h  # (B, T, D)
+
+    def attend(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Attention weights ``(B, T)`` over the real tokens."""
+        if self.attention_kind == "uniform":
+            m = mask.to(h.dtype)
+            return m / m.sum(1, keepdim=True).clamp_min(1)  # (B, T)
+        scores = self.v_att(torch.tanh(self.w_att(h))).squeeze(
+            -1
+        )  # (B, T, D) -> (B, T)
+        return masked_softmax(scores, mask)
+
+    def decode(self, h: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Pool ``h (B, T, D)`` with ``weights (B, T)`` and classify: logit ``(B,)``."""
+        pooled = (weights.unsqueeze(-1) * h).sum(1)  # (B, T, 1) * (B, T, D) -> (B, D)
+        return self.out(pooled).squeeze(-1)  # (B,)
+
+    def forward(self, ids, mask, weights=None, embeddings=None):
+        _check_ids(ids, mask)
+        if weights is not None and weights.shape != ids.shape:
+            raise ValueError(
+                f"weights must have the shape of ids {tuple(ids.shape)}, "
+                f"got {tuple(weights.shape)}"
+            )
+        e = self.embedding(ids) if embeddings is None else embeddings  # (B, T, E)
+        h = self.encode(e, mask)  # (B, T, D)
+        if weights is None:
+            weights = self.attend(h, mask)  # (B, T)
+        return self.decode(h, weights), weights
+
+    def make_like(self) -> AttentionClassifier:
+        """A freshly initialised model of the same architecture."""
+        return AttentionClassifier(self.embedding.num_embeddings, self.encoder_kind,
+                                   self.attention_kind, self.d_embed, self.d_hidden)  # fmt: skip
+
+
+class TransformerClassifier(nn.Module):
+    """``<bos>`` + tokens -> sinusoidal positions -> pre-LN encoder layers -> CLS -> logit.
+
+    The layers are chapter 7's :class:`attnlab.TransformerEncoderLayer`. ``forward(ids
+    (B, T), mask (B, T), embeddings=None)`` returns ``(logit (B,), attentions)``:
+    ``attentions`` is a list of ``n_layers`` tensors (B, H, T+1, T+1) whose position 0
+    is the CLS token (the tokens are shifted by one), captured as
+    :meth:`attnlab.Seq2SeqTransformer.attention_maps` does (the layers are asked for
+    their weights by a hook; padded keys get zero weight).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 32, n_heads: int = 2,
+                 n_layers: int = 3, max_len: int = 64, d_ff: int | None = None):  # fmt: skip
+        super().__init__()
+        self.max_len = max_len
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=Vocab.pad_id)
+        # fixed sinusoids: "the word after X" is one rotation away (chapter 5)
+        self.register_buffer("positions", sinusoidal_encoding(max_len + 1, d_model))
+        self.layers = nn.ModuleList(
+            TransformerEncoderLayer(d_model, n_heads, d_ff or 4 * d_model, dropout=0.0,
+                                    activation="gelu", norm_first=True)
+            for _ in range(n_layers)
+        )  # fmt: skip
+        self.norm = nn.LayerNorm(d_model)
+        self.out = nn.Linear(d_model, 1)
+
+    def forward(self, ids, mask, embeddings=None):
+        _check_ids(ids, mask)
+        B, T = ids.shape
+        if T > self.max_len:
+            raise ValueError(f"sequences of {T} tokens exceed max_len={self.max_len}")
+        cls = torch.full((B, 1), Vocab.bos_id, dtype=ids.dtype, device=ids.device)
+        e = self.embedding(ids) if embeddings is None else embeddings  # (B, T, D)
+        x = torch.cat([self.embedding(cls), e], 1)  # (B, T+1, D)
+        x = x + self.positions[: T + 1]  # (B, T+1, D)
+        keys = torch.cat([torch.ones_like(mask[:, :1]), mask], 1)  # (B, T+1) may attend
+        with _capture_weights(
+            {"self": [layer.self_attn for layer in self.layers]}
+        ) as got:
+            for layer in self.layers:
+                x = layer(x, src_key_padding_mask=keys)  # (B, T+1, D)
+        return self.out(self.norm(x[:, 0])).squeeze(-1), got[
+            "self"
+        ]  # (B,), L x (B,H,T+1,T+1)
+
+
+def minibatches(data: RationaleData, batch_size: int = 64, epochs: int = 1,
+                seed: int = 0):  # fmt: skip
+    """``(batch, idx)`` pairs: shuffled minibatches of ``data`` and their row indices,
+    ``epochs`` passes in an order fixed by ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        perm = torch.randperm(len(data), generator=g)
+        for i in range(0, len(data), batch_size):
+            idx = perm[i : i + batch_size]
+            yield data[idx], idx
+
+
+def _bce(model, batch: RationaleData, idx) -> torch.Tensor:
+    logit = model(batch.ids, batch.mask)[0]  # (B,)
+    return F.binary_cross_entropy_with_logits(logit, batch.labels.float())
+
+
+def fit_classifier(model: nn.Module, data: RationaleData, epochs: int = 3,
+                   lr: float = 3e-3, batch_size: int = 64, seed: int = 0,
+                   loss_fn: Callable | None = None):  # fmt: skip
+    """Train with Adam on binary cross-entropy, or on ``loss_fn(model, batch, idx)``
+    (``idx``: the batch's rows in ``data``, to look up per-example targets).
+
+    A thin wrapper of :func:`attnlab.train.fit` (one thread, no clipping); returns its
+    ``History``. The model's initial weights are whatever it was built with: seed
+    before building it.
+    """
+    if not isinstance(data, RationaleData):
+        raise TypeError(f"data must be a RationaleData, got {type(data).__name__}")
+    if epochs < 1 or batch_size < 1:
+        raise ValueError(
+            f"need epochs >= 1 and batch_size >= 1, got {epochs}, {batch_size}"
+        )
+    loss_fn = loss_fn or _bce
+    steps = epochs * -(-len(data) // batch_size)
+    return fit(model, minibatches(data, batch_size, epochs, seed),
+               lambda m, b: loss_fn(m, *b), steps=steps, lr=lr, clip=None,
+               seed=seed, quiet=True)  # fmt: skip
+
+
+@torch.no_grad()
+def predict_proba(model: nn.Module, data: RationaleData, **kwargs) -> torch.Tensor:
+    """p(label 1) for every example, (N,); ``kwargs`` go to the model."""
+    model.eval()
+    return torch.sigmoid(model(data.ids, data.mask, **kwargs)[0])
+
+
+def accuracy_f1(model: nn.Module, data: RationaleData, **kwargs) -> tuple[float, float]:
+    """``(accuracy, F1 of the positive class)`` on ``data``; ``kwargs`` go to the model."""
+    pred = (predict_proba(model, data, **kwargs) > 0.5).long()
+    y = data.labels
+    tp = int(((pred == 1) & (y == 1)).sum())
+    fp = int(((pred == 1) & (y == 0)).sum())
+    fn = int(((pred == 0) & (y == 1)).sum())
+    return float((pred == y).float().mean()), 2 * tp / max(1, 2 * tp + fp + fn)
