@@ -147,6 +147,8 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k):
     S, Dv = k.shape[1], v.shape[2]
     out = q.new_empty(N, T, Dv)  # (N, T, Dv)
     lse = q.new_empty(N, T)  # (N, T)
+    kt = k.transpose(1, 2)  # (N, Dh, S), a view
+    tile = q.new_empty(N, min(block_q, T), min(block_k, S))  # one buffer, reused
     for i0 in range(0, T, block_q):
         i1 = min(i0 + block_q, T)
         qi = q[:, i0:i1] * (scale * LOG2E)  # (N, Bq, Dh): base-2 scores below
@@ -158,14 +160,17 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k):
             mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device)
             if isinstance(mask, str):
                 continue  # the whole tile is masked: never computed
-            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2))  # (N, Bq, Dh) @ (N, Dh, Bk)
+            s = tile[:, : i1 - i0, : j1 - j0]  # (N, Bq, Bk)
+            torch.bmm(qi, kt[:, :, j0:j1], out=s)  # (N, Bq, Dh) @ (N, Dh, Bk)
             if mask is not None:
                 s.masked_fill_(~mask, -math.inf)  # (N, Bq, Bk)
             m_new = torch.maximum(m, s.amax(-1))  # (N, Bq)
-            m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # dead rows: no NaN
+            m_safe = m_new  # rows that saw only masked keys keep -inf: subtract 0
+            if mask is not None:
+                m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # no NaN
             p = s.sub_(m_safe[..., None]).exp2_()  # (N, Bq, Bk), in place of s
             alpha = torch.exp2(m - m_safe)  # rescales what was summed so far  (N, Bq)
-            l = l * alpha + p.sum(-1)  # (N, Bq)
+            l.mul_(alpha).add_(p.sum(-1))  # (N, Bq)
             acc.mul_(alpha[..., None]).baddbmm_(p, v[:, j0:j1])  # += P V  (N, Bq, Dv)
             m = m_new
         dead = l == 0  # rows that saw no key: output 0, L = +inf so P = 0 in backward
