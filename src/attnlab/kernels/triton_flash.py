@@ -3,8 +3,8 @@
 One Triton *program* computes one block of ``BLOCK_M`` query rows of one (batch, head)
 — the body of the outer loop of :func:`attnlab.efficient._flash_forward` — and walks
 the key/value blocks with the same online softmax (FlashAttention-2's loop order, Dao
-2023). Two differences from the torch loop: scores are kept in base 2 (``exp2``, the
-scale multiplied by log2(e)), and the grid runs the row blocks in parallel.
+2023), in base 2 like the torch loop (``exp2``, the scale multiplied by log2(e)). The
+difference: the grid runs the row blocks in parallel.
 
 Used automatically by :func:`attnlab.flash_attention` for CUDA tensors when Triton is
 installed (``pip install attnlab[gpu]``); its backward is the torch recomputation.
