@@ -243,6 +243,18 @@ def leave_one_out(f: Callable, ids: torch.Tensor, mask: torch.Tensor,
     return out
 
 
+def _rankings(a, b, mask):
+    """``a``, ``b`` as float64 tensors of one shape (..., T), checked against ``mask``."""
+    a = torch.as_tensor(a, dtype=torch.float64)
+    b = torch.as_tensor(b, dtype=torch.float64, device=a.device)
+    if a.shape != b.shape or a.dim() == 0:
+        raise ValueError(
+            f"a and b must have one shape (..., T), got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    _check_scores("a", a, mask)
+    return a, b
+
+
 def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Kendall's tau-b between the last dimensions of ``a`` and ``b`` (Kendall, 1945).
 
@@ -253,13 +265,7 @@ def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     ``a``, ``b``: (..., T); ``mask`` (..., T) keeps only real tokens. Returns (...)
     float64, NaN where a ranking is constant (as scipy).
     """
-    a = torch.as_tensor(a, dtype=torch.float64)
-    b = torch.as_tensor(b, dtype=torch.float64, device=a.device)
-    if a.shape != b.shape or a.dim() == 0:
-        raise ValueError(
-            f"a and b must have one shape (..., T), got {tuple(a.shape)} and {tuple(b.shape)}"
-        )
-    _check_scores("a", a, mask)
+    a, b = _rankings(a, b, mask)
     sa = torch.sign(a[..., :, None] - a[..., None, :])  # (..., T, T)
     sb = torch.sign(b[..., :, None] - b[..., None, :])
     if mask is not None:
@@ -284,13 +290,7 @@ def spearman(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     :func:`scipy.stats.spearmanr`). ``a``, ``b`` (..., T), ``mask`` (..., T) True on
     the positions to use. Returns (...) float64, NaN where a ranking is constant.
     """
-    a = torch.as_tensor(a, dtype=torch.float64)
-    b = torch.as_tensor(b, dtype=torch.float64, device=a.device)
-    if a.shape != b.shape or a.dim() == 0:
-        raise ValueError(
-            f"a and b must have one shape (..., T), got {tuple(a.shape)} and {tuple(b.shape)}"
-        )
-    _check_scores("a", a, mask)
+    a, b = _rankings(a, b, mask)
     mask = torch.ones_like(a, dtype=torch.bool) if mask is None else mask
     m = mask.to(a.dtype)
     n = m.sum(-1, keepdim=True).clamp_min(1)
