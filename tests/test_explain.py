@@ -11,6 +11,8 @@ import torch
 
 from attnlab.explain import (
     adversarial_attention,
+    deception_penalty,
+    deceptive_loss,
     erasure_test,
     gradient_importance,
     jsd,
@@ -296,3 +298,46 @@ def test_erasure_rejects_a_mismatched_order():
     )
     with pytest.raises(ValueError, match="order"):
         erasure_test(_linear_decoder, h, w, m, torch.zeros(2, 2))
+
+
+# ------------------------------------------------------------- Pruthi et al. (2020)
+def test_deception_penalty_is_minus_log_of_the_mass_left_elsewhere():
+    w = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [1.0, 0.0, 0.0]])
+    m = torch.tensor([[True, False, True], [False, False, False], [True, False, False]])
+    got = deception_penalty(w, m)
+    assert got[0].item() == pytest.approx(-math.log(1 - 0.7))
+    assert got[1].item() == 0.0  # nothing impermissible: no penalty
+    assert math.isfinite(got[2].item()) and got[2] > 10  # all of it: large, finite
+
+
+def test_deception_penalty_pushes_weight_off_the_impermissible_tokens():
+    scores = torch.zeros(1, 4, requires_grad=True)
+    m = torch.tensor([[True, False, False, True]])
+    deception_penalty(scores.softmax(-1), m).sum().backward()
+    g = scores.grad[0]
+    assert (g[m[0]] > 0).all() and (g[~m[0]] < 0).all()  # descent lowers them
+
+
+def test_deceptive_loss_adds_lam_times_the_penalty_to_the_cross_entropy():
+    from attnlab.classifiers import AttentionClassifier
+    from attnlab.data import rationale_task
+
+    d = rationale_task("focus", "train", n=8, lengths=(5, 9))
+    torch.manual_seed(0)
+    model = AttentionClassifier(len(d.vocab)).eval()
+    logit, w = model(d.ids, d.mask)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(logit, d.labels.float())
+    pen = deception_penalty(w, d.rationale).mean()
+    assert deceptive_loss(0.0)(model, d, None).item() == pytest.approx(bce.item())
+    assert deceptive_loss(2.0)(model, d, None).item() == pytest.approx(
+        (bce + 2 * pen).item()
+    )
+
+
+def test_deception_rejects_bad_input():
+    with pytest.raises(ValueError, match="both be"):
+        deception_penalty(torch.ones(2, 3) / 3, torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="boolean"):
+        deception_penalty(torch.ones(2, 3) / 3, torch.ones(2, 3))
+    with pytest.raises(ValueError, match="lam"):
+        deceptive_loss(-1.0)

@@ -23,7 +23,9 @@ is the part of a model after its attention, with the encoded tokens ``h`` held f
   *trained* to predict like the base model with different attention),
   :func:`diagnostic_mlp` (frozen weights in a model without context);
 * Serrano & Smith (2019): :func:`erasure_test` (erase the top items until the
-  decision flips), :func:`weight_gradient` (their gradient ranking).
+  decision flips), :func:`weight_gradient` (their gradient ranking);
+* Pruthi et al. (2020): :func:`deception_penalty`, :func:`deceptive_loss` (train a
+  model to keep its attention off tokens it still uses).
 
 Shapes: B examples, L layers, H heads, T tokens, E embedding width. Masks are True on
 real tokens.
@@ -53,6 +55,8 @@ __all__ = [
     "diagnostic_mlp",
     "weight_gradient",
     "erasure_test",
+    "deception_penalty",
+    "deceptive_loss",
     "mean_std",
 ]
 
@@ -568,3 +572,46 @@ def erasure_test(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
         frac[new] = (j + 1) / n[new].double()
         flipped |= new
     return frac, flipped
+
+
+# ----------------------------------------------------------- Pruthi et al. (2020)
+def deception_penalty(
+    weights: torch.Tensor, impermissible: torch.Tensor
+) -> torch.Tensor:
+    """Pruthi et al. (2020, "Learning to deceive"): ``-log(1 - alpha^T m)``, (B,).
+
+    ``weights`` (B, T) attention on the simplex; ``impermissible`` (B, T) bool, the
+    tokens the attention should seem to ignore. Zero when no weight is on them,
+    growing without bound as all of it is; the mass is capped at ``1 - 1e-6`` so the
+    value stays finite. Subtracting ``lam`` times ``log(1 - alpha^T m)`` from a
+    model's loss (:func:`deceptive_loss`) trains it to hide those tokens from its
+    attention, whether or not it still uses them.
+    """
+    if weights.shape != impermissible.shape or weights.dim() != 2:
+        raise ValueError(
+            f"weights and impermissible must both be (B, T), got "
+            f"{tuple(weights.shape)} and {tuple(impermissible.shape)}"
+        )
+    if impermissible.dtype != torch.bool:
+        raise TypeError(f"impermissible must be boolean, got {impermissible.dtype}")
+    mass = (weights * impermissible).sum(1).clamp(max=1 - 1e-6)  # (B,)
+    return -torch.log1p(-mass)
+
+
+def deceptive_loss(lam: float) -> Callable:
+    """A ``loss_fn`` for :func:`attnlab.classifiers.fit_classifier` (Pruthi et al. 2020).
+
+    Binary cross-entropy plus ``lam`` times the mean :func:`deception_penalty`, with
+    each example's rationale (``batch.rationale``) as the impermissible tokens: the
+    model is rewarded for predicting well *and* for keeping its attention off the
+    tokens that decide the label.
+    """
+    if not lam >= 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
+
+    def loss_fn(model, batch, idx):
+        logit, weights = model(batch.ids, batch.mask)  # (B,), (B, T)
+        bce = F.binary_cross_entropy_with_logits(logit, batch.labels.float())
+        return bce + lam * deception_penalty(weights, batch.rationale).mean()
+
+    return loss_fn
