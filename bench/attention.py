@@ -13,9 +13,12 @@ Float32, B = 1, H = 8, Dh = 64, no mask. Contenders, all on the same q, k, v:
 * ``window``  attnlab.sliding_window_attention, window 128 on each side (another mask)
 * ``linear``  attnlab.linear_attention (elu + 1 features; another function)
 
-Time: forward (no grad) and forward + backward, the contenders interleaved in every
-repetition so that load from other processes hits all alike; the median is reported,
-and its ratio to SDPA's median in the same run. On a shared machine ``--threads 1
+Time: forward (no grad) and forward + backward, the contenders interleaved with SDPA
+in every repetition so that load from other processes hits all alike; the median is
+reported, and its ratio to SDPA's median in the same phase. ``naive`` is timed in a
+phase of its own (with SDPA again): its gigabytes of allocations slowed whatever ran
+next (flash's forward ratio at n = 4096 measured 1.24 and 1.34 beside it, 1.14 and
+1.17 without it, in four back-to-back runs). On a shared machine ``--threads 1
 --cpu-time`` measures the compute thread's CPU time, which other processes barely
 affect (with 2 threads every small op pays a thread barrier, and under load a barrier
 can cost a scheduler slice: ratios of many-op kernels to one-op SDPA blow up).
@@ -110,10 +113,8 @@ def _inputs(n):
     return (q, k, v), fwd, fwd_bwd
 
 
-def time_row(n, reps, clock) -> dict:
-    """Median times and their ratios to SDPA, the contenders interleaved."""
-    (q, k, v), fwd, fwd_bwd = _inputs(n)
-    fns = contenders()
+def _interleaved(fns, fwd, fwd_bwd, reps, clock) -> dict:
+    """Median seconds of each function, forward and forward + backward, interleaved."""
     times = {(name, kind): [] for name in fns for kind in ("fwd", "f+b")}
     for fn in fns.values():  # warm-up
         fwd(fn)
@@ -124,14 +125,27 @@ def time_row(n, reps, clock) -> dict:
                 t0 = clock()
                 call(fn)
                 times[(name, kind)].append(clock() - t0)
+    return {key: statistics.median(ts) for key, ts in times.items()}
+
+
+def time_row(n, reps, clock) -> dict:
+    """Median times and their ratios to SDPA measured in the same phase.
+
+    Two phases: SDPA interleaved with the O(n)-memory contenders, then SDPA
+    interleaved with ``naive`` alone, whose gigabytes of allocations would otherwise
+    disturb the timing of whatever runs right after them."""
+    (q, k, v), fwd, fwd_bwd = _inputs(n)
+    fns = contenders()
+    naive = {"sdpa": fns["sdpa"], "naive": fns.pop("naive")}
     row = {"n": n}
-    for (name, kind), ts in times.items():
-        row[f"{name}_{kind}_ms"] = 1e3 * statistics.median(ts)
-    for name in fns:
-        for kind in ("fwd", "f+b"):
-            row[f"{name}_{kind}_ratio"] = (
-                row[f"{name}_{kind}_ms"] / row[f"sdpa_{kind}_ms"]
-            )
+    for phase in (fns, naive):
+        med = _interleaved(phase, fwd, fwd_bwd, reps, clock)
+        for name in phase:
+            for kind in ("fwd", "f+b"):
+                if name == "sdpa" and phase is naive:
+                    continue  # the anchor reported is the one of the main phase
+                row[f"{name}_{kind}_ms"] = 1e3 * med[(name, kind)]
+                row[f"{name}_{kind}_ratio"] = med[(name, kind)] / med[("sdpa", kind)]
     with torch.no_grad():
         exact = F.scaled_dot_product_attention(q, k, v)
         row["linear_rel_err"] = float(
