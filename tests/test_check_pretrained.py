@@ -16,17 +16,23 @@ def _layer(a, alpha):
     return A / A.sum(-1, keepdim=True)
 
 
-def good_rollout(attentions, alpha):
+def _loop_rollout(attentions, alpha, later_on_left=True):
+    """Rollout by loops; ``later_on_left=False`` multiplies in the wrong order."""
     batched = attentions[0].dim() == 4
     att = attentions if batched else [a[None] for a in attentions]
     out = []
     for b in range(att[0].shape[0]):
         R = _layer(att[0][b].double(), alpha)
         for a in att[1:]:
-            R = _layer(a[b].double(), alpha) @ R
+            A = _layer(a[b].double(), alpha)
+            R = A @ R if later_on_left else R @ A
         out.append(R)
     out = torch.stack(out)
     return out if batched else out[0]
+
+
+def good_rollout(attentions, alpha):
+    return _loop_rollout(attentions, alpha)
 
 
 def good_curve(attentions, mask, keys):
@@ -80,16 +86,7 @@ def relation_crashes_on_empty(maps, pairs):
 
 
 def rollout_wrong_order(attentions, alpha):
-    batched = attentions[0].dim() == 4
-    att = attentions if batched else [a[None] for a in attentions]
-    out = []
-    for b in range(att[0].shape[0]):
-        R = _layer(att[0][b].double(), alpha)
-        for a in att[1:]:
-            R = R @ _layer(a[b].double(), alpha)
-        out.append(R)
-    out = torch.stack(out)
-    return out if batched else out[0]
+    return _loop_rollout(attentions, alpha, later_on_left=False)
 
 
 def rollout_no_renorm(attentions, alpha):

@@ -60,7 +60,7 @@ def test_widget_builds_with_its_controls():
 
 
 def test_head_view_twin_carries_the_models_maps():
-    from attnlab.widgets.twins_ch10 import head_view_twin, minilm_head_maps
+    from attnlab.widgets.twins_pretrained import head_view_twin, minilm_head_maps
 
     maps = minilm_head_maps(w.minilm(), ["time flies like an arrow", "it was wide."])
     data = head_view_twin(maps).data["sentences"]

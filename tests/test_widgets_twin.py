@@ -26,7 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 
 import attnlab
 from attnlab.widgets import twins as tw
-from attnlab.widgets import twins_ch10
+from attnlab.widgets import (
+    twins_explanation,  # noqa: F401  (registers its check)
+    twins_pretrained,
+)
 from attnlab.widgets.twin import CHECKS, JS_DIR, Readout, Twin, close, js_source
 from tools.browser_check import _twin_case_problems, run_twins_only  # noqa: E402
 
@@ -52,7 +55,7 @@ def all_twins() -> list[Twin]:
         tw.sqrt_dk_twin(),
         tw.positional_twin(),
         tw.attention_maps_twin(_examples()),
-        twins_ch10.head_view_twin(_head_maps()),
+        twins_pretrained.head_view_twin(_head_maps()),
     ]
 
 
@@ -278,7 +281,7 @@ def test_twins_in_chromium_show_attnlabs_numbers(tmp_path):
 
 def test_head_view_twin_reads_its_thousandths():
     maps = _head_maps()
-    twin = twins_ch10.head_view_twin(maps)
+    twin = twins_pretrained.head_view_twin(maps)
     ref = CHECKS["head_view"].reference
     r = ref({"sentence": "1", "layer": 1, "head": 2, "query": 99}, twin.data)
     second = list(maps.values())[1]
@@ -287,8 +290,8 @@ def test_head_view_twin_reads_its_thousandths():
     assert abs(r["focus_weight"] - float(row.max())) <= 5e-4
     assert abs(r["sink"] - float(row[0] + row[-1])) <= 1e-3
     with pytest.raises(ValueError, match="at least one"):
-        twins_ch10.head_view_twin({})
+        twins_pretrained.head_view_twin({})
     with pytest.raises(ValueError, match="3 tokens"):
-        twins_ch10.head_view_twin(
+        twins_pretrained.head_view_twin(
             {"s": {"tokens": ["a", "b", "c"], "weights": torch.ones(1, 1, 2, 2)}}
         )

@@ -435,8 +435,8 @@ async def check_twins(
     (none when it is None).
     """
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
-    import attnlab.widgets.twins_ch10  # noqa: F401  (chapter 10's head view)
     import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
+    import attnlab.widgets.twins_pretrained  # noqa: F401  (chapter 10's head view)
     from attnlab.widgets.twin import CHECKS
 
     errors, lines = [], []
