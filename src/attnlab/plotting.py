@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 import matplotlib.pyplot as plt
 import torch
 
-__all__ = ["heatmap", "bars"]
+__all__ = ["heatmap", "bars", "show"]
 
 
 def _np(x):
@@ -71,3 +73,23 @@ def bars(values, labels=None, ax=None, title=None, ylim=None, color="C0"):
     if title:
         ax.set_title(title)
     return ax
+
+
+def show(fig=None, alt: str = "") -> None:
+    """Display ``fig`` (default: the current figure) as a PNG with alt text, and close it.
+
+    ``alt`` says what the figure shows and the point it makes, in a sentence a reader
+    who cannot see it would want ("Softmax weights at scale x1 and x100: at x100 one
+    key takes 0.99"); build it from the run's numbers with an f-string. The site
+    puts it on the ``<img>`` (``tools/figure_alt.py``); every figure in a chapter is
+    shown through this function.
+    """
+    if not alt or not alt.strip():
+        raise ValueError("show() needs alt text that says what the figure shows")
+    from IPython.display import Image, display
+
+    fig = plt.gcf() if fig is None else fig
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    display(Image(buf.getvalue(), metadata={"alt": alt.strip()}))

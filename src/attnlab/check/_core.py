@@ -13,8 +13,12 @@ students in a notebook just read the line and try again.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,18 +128,95 @@ def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bo
         return False
 
 
+def _resolve(dotted: str) -> tuple[Any, str, Any]:
+    """``"attnlab.attention.attend"`` -> (module object, "attend", the function)."""
+    mod_name, _, attr = dotted.rpartition(".")
+    module = importlib.import_module(mod_name)
+    return module, attr, getattr(module, attr)
+
+
+@contextlib.contextmanager
+def _tripwires(forbid: Sequence[str], fn: Callable) -> Iterator[list[str]]:
+    """While active, record every call to a function named in ``forbid``.
+
+    Each forbidden object is swapped, wherever it is bound (its own module, every
+    loaded ``attnlab`` module, ``torch.nn.functional``, and the student's function's
+    globals), for a wrapper that notes the call and then runs the original, so the
+    student's answer still computes and the check can name the call it saw.
+    """
+    called: list[str] = []
+    if not forbid:
+        yield called
+        return
+    targets = []
+    for dotted in forbid:
+        try:
+            targets.append((dotted, *_resolve(dotted)))
+        except (ImportError, AttributeError) as err:
+            raise ValueError(f"forbid names {dotted!r}, which does not exist") from err
+    namespaces = [
+        m.__dict__
+        for n, m in list(sys.modules.items())
+        if m is not None and (n == "attnlab" or n.startswith("attnlab."))
+    ]
+    namespaces.append(sys.modules["torch.nn.functional"].__dict__)
+    namespaces.append(getattr(fn, "__globals__", {}))
+    patched = []  # (namespace, name, original)
+    for dotted, _module, _attr, original in targets:
+        if isinstance(original, type):
+            init = original.__init__
+
+            @functools.wraps(init)
+            def spy_init(self, *a, _d=dotted, _init=init, **k):
+                called.append(_d)
+                return _init(self, *a, **k)
+
+            original.__init__ = spy_init
+            patched.append((original, "__init__", init))
+            continue
+
+        @functools.wraps(original)
+        def spy(*a, _d=dotted, _f=original, **k):
+            called.append(_d)
+            return _f(*a, **k)
+
+        for ns in namespaces:
+            for key, value in list(ns.items()):
+                if value is original:
+                    ns[key] = spy
+                    patched.append((ns, key, original))
+    try:
+        yield called
+    finally:
+        for owner, key, original in reversed(patched):
+            if isinstance(owner, dict):
+                owner[key] = original
+            else:
+                setattr(owner, key, original)
+
+
 def run_check(
     name: str,
     fn: Callable,
     cases: Sequence[Case],
     compare: Callable[[Any, Any], bool] = close,
+    forbid: Sequence[str] = (),
 ) -> CheckResult:
-    """Run ``fn`` on every case, print one line; the result is truthy if all passed."""
+    """Run ``fn`` on every case, print one line; the result is truthy if all passed.
+
+    ``forbid`` lists the dotted names of library functions (or classes) that the
+    exercise asks the student to write themselves, e.g. ``("attnlab.attention.attend",)``:
+    an answer that calls one of them fails, with a message naming the call. The same
+    lists are published per check module as ``FORBIDDEN`` (check name -> names) for
+    the grader.
+    """
     if not callable(fn):
         return _report(name, False, f"expected a function, got {type(fn).__name__}")
     for case in cases:
+        called: list[str] = []
         try:
-            got = fn(*case.args, **case.kwargs)
+            with _tripwires(forbid, fn) as called:
+                got = fn(*case.args, **case.kwargs)
         except NotImplementedError:
             return _report(name, False, "not implemented yet", pending=True)
         except Exception as err:  # the student's code raised: show it as the answer
@@ -146,6 +227,14 @@ def run_check(
                 ok = bool(compare(got, case.expected))
             except Exception:  # an answer the comparison cannot handle is wrong
                 ok = False
+        if called:
+            return _report(
+                name,
+                False,
+                f"case '{case.label}' — your function called {called[0]}, the "
+                "library's own answer to this exercise — hint: write it yourself "
+                "from torch operations",
+            )
         if not ok:
             msg = (
                 f"case '{case.label}' — input {_short(case.args)}, got {_short(got)}, "
