@@ -101,8 +101,9 @@ def test_bad_arguments_raise():
         M.entmax15(torch.arange(4))
     with pytest.raises(ValueError, match="out of range"):
         M.sparsemax(torch.randn(3), dim=1)
-    with pytest.raises(ValueError, match="alpha must be > 1"):
-        M.entmax_bisect(torch.randn(3), alpha=1.0)
+    for alpha in (0.0, -1.0, float("nan"), float("inf")):  # alpha in (0, inf) only
+        with pytest.raises(ValueError, match="alpha must be finite and > 0"):
+            M.entmax_bisect(torch.randn(3), alpha=alpha)
     with pytest.raises(ValueError, match="broadcast"):
         M.entmax_bisect(torch.randn(2, 3), alpha=torch.full((3,), 1.5))
     with pytest.raises(ValueError, match="lam"):

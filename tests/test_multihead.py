@@ -60,6 +60,7 @@ def both(ref, mine, q, k, v, attn_mask=None, key_padding_mask=None, is_causal=Fa
         v,
         attn_mask=attn_mask,
         key_padding_mask=key_padding_mask,
+        average_attn_weights=False,
         is_causal=is_causal,
     )
     return out_r, w_r, out_m, w_m
@@ -150,13 +151,16 @@ def test_averaged_vs_per_head_weights(device):
     ref, mine = pair(device)
     q, k, v = inputs(device)
     _, w_avg = ref(q, k, v)  # torch's default: averaged over heads, (B, T, S)
-    _, w_heads = mine(q, k, v)  # ours: (B, H, T, S)
-    assert w_avg.shape == (2, 4, 6) and w_heads.shape == (2, H, 4, 6)
+    _, w_avg_mine = mine(q, k, v)  # ours: the same default, as in PyTorch
+    assert w_avg.shape == w_avg_mine.shape == (2, 4, 6)
+    torch.testing.assert_close(w_avg_mine, w_avg)
+    _, w_heads = mine(q, k, v, average_attn_weights=False)  # per head (B, H, T, S)
+    _, w_heads_r = ref(q, k, v, average_attn_weights=False)
+    assert w_heads.shape == (2, H, 4, 6)
+    torch.testing.assert_close(w_heads, w_heads_r)
     torch.testing.assert_close(w_heads.mean(1), w_avg)
     torch.testing.assert_close(w_heads.sum(-1), torch.ones(2, H, 4, device=device))
     assert not hasattr(mine, "last_weights")  # no hidden state: weights are returned
-    _, w_avg_mine = mine(q, k, v, average_attn_weights=True)
-    torch.testing.assert_close(w_avg_mine, w_avg)
     out, w = mine(q, k, v, need_weights=False)
     assert w is None and out.shape == (2, 4, D)
 
@@ -164,7 +168,7 @@ def test_averaged_vs_per_head_weights(device):
 def test_heads_differ_and_mask_shapes():
     mine = attnlab.MultiHeadAttention(D, H)
     q, k, v = inputs("cpu")
-    _, w = mine(q, k, v)
+    _, w = mine(q, k, v, average_attn_weights=False)
     assert not torch.allclose(w[:, 0], w[:, 1])  # each head has its own pattern
     m3 = torch.rand(2, 4, 6) > 0.5  # (B, T, S)
     m3[..., 0] = True
@@ -178,7 +182,8 @@ def test_fully_padded_sequence_gives_no_nan():
     mine = attnlab.MultiHeadAttention(D, H)
     q, k, v = inputs("cpu")
     pad = attnlab.padding_mask([0, 6], 6)  # the first sequence has no real key
-    out, w = mine(q, k, v, key_padding_mask=pad)
+    with pytest.warns(attnlab.MaskConventionWarning, match=r"sequence\(s\) \[0\]"):
+        out, w = mine(q, k, v, key_padding_mask=pad)
     assert torch.all(w[0] == 0) and torch.isfinite(out).all()
     torch.testing.assert_close(out[0], mine.w_o.bias.expand(4, D))  # zero heads -> bias
     out.sum().backward()
@@ -265,6 +270,7 @@ def test_pytorch_style_padding_mask_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a real padding mask stays silent
         mine(q, k, v, key_padding_mask=~torch_style)
-        partly = torch_style.clone()
-        partly[1] = True  # one sequence fully masked, the other not: no warning
+    partly = torch_style.clone()
+    partly[1] = True  # one sequence fully masked, the other not: PyTorch-style too
+    with pytest.warns(attnlab.MaskConventionWarning, match="True = padding"):
         mine(q, k, v, key_padding_mask=partly)

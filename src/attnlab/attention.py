@@ -19,6 +19,7 @@ Masks: boolean ``True`` = may attend (as ``F.scaled_dot_product_attention``);
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -87,6 +88,31 @@ def check_qkv(q, k, v, fn: str) -> None:
         raise TypeError(f"{fn}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+def _check_values(fn: str, **tensors: torch.Tensor) -> None:
+    """TypeError unless every tensor is floating point; ValueError if one holds NaN or
+    ``±inf`` (it would come out as a silent NaN). Names ``fn`` and the argument."""
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise TypeError(
+                f"{fn}: {name} must be a floating-point tensor, got {t.dtype}"
+            )
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            raise ValueError(
+                f"{fn}: {name} contains NaN or inf (shape {tuple(t.shape)})"
+            )
+
+
+def _check_batch(fn: str, q: torch.Tensor, k: torch.Tensor) -> None:
+    """ValueError unless the leading (batch, head) dims of q and k broadcast."""
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{fn}: the leading (batch, head) dimensions of q {tuple(q.shape)} and "
+            f"k {tuple(k.shape)} do not broadcast"
+        ) from None
+
+
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -112,6 +138,15 @@ def attend(
     out : (..., T, Dv)
     weights : (..., T, S)
     """
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"attend: {name} must be a torch.Tensor, got {type(t).__name__}"
+            )
+        if t.dim() < 2:
+            raise ValueError(
+                f"attend: {name} needs shape (..., L, D), got {tuple(t.shape)}"
+            )
     if k.shape[:-1] != v.shape[:-1]:
         raise ValueError(
             f"attend: keys and values must agree on (..., S), got k {tuple(k.shape)} "
@@ -121,6 +156,8 @@ def attend(
         raise TypeError(
             f"attend: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
         )
+    _check_values("attend", q=q, k=k, v=v)
+    _check_batch("attend", q, k)
     scores = score(q, k)  # (..., T, S)
     return _combine(scores, v, mask, mapping)  # (..., T, Dv), (..., T, S)
 
@@ -166,10 +203,27 @@ def scaled_dot_product_attention(
     -------
     out : (..., T, Dv)
     weights : (..., T, S), after dropout, so that ``out == weights @ v``. A query whose
-        every key is masked gets zero weights and a zero output (PyTorch gives NaN).
+        every key is masked gets zero weights and a zero output, as PyTorch's function
+        gives since version 2.5 (``nn.MultiheadAttention`` still gives NaN there).
+        With no keys at all (S = 0) the output is zeros (..., T, Dv), as PyTorch's.
+
+    NaN or ``±inf`` in q, k or v, a non-finite ``scale`` and integer tensors raise an
+    error that names the argument (PyTorch would return NaN or a dtype error).
     """
-    check_qkv(q, k, v, "scaled_dot_product_attention")
-    if isinstance(dropout_p, bool) or not 0.0 <= dropout_p <= 1.0:
+    fn = "scaled_dot_product_attention"
+    check_qkv(q, k, v, fn)
+    _check_values(fn, q=q, k=k, v=v)
+    _check_batch(fn, q, k)
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"{fn}: scale must be a real number or None, got {scale!r}")
+        if not math.isfinite(scale):
+            raise ValueError(f"{fn}: scale must be finite, got {scale}")
+    if (
+        isinstance(dropout_p, bool)
+        or not isinstance(dropout_p, numbers.Real)
+        or not (0.0 <= dropout_p <= 1.0)
+    ):
         raise ValueError(
             f"dropout_p must be a float in [0, 1], got {dropout_p!r} (the 5th "
             "argument is dropout_p, as in PyTorch; pass is_causal by keyword)"

@@ -196,8 +196,16 @@ def generate(
     sampled from ``softmax(log-probs / temperature)``. No ``<eos>`` handling: a
     language model's continuation. Returns ``(B, T0 + n_new)``.
     """
+    if isinstance(n_new, bool) or not isinstance(n_new, int):
+        raise TypeError(f"n_new must be an int >= 0, got {n_new!r}")
     if n_new < 0:
         raise ValueError(f"n_new must be >= 0, got {n_new}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a number >= 0, got {temperature!r}")
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(
+            f"temperature must be finite and >= 0 (0 = greedy), got {temperature}"
+        )
     ids = prompt  # (B, T0)
     for _ in range(n_new):
         logp = step(ids)  # (B, t) -> (B, V)

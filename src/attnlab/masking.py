@@ -6,10 +6,20 @@ This is the convention of :func:`torch.nn.functional.scaled_dot_product_attentio
 be attended, a large negative number (``-inf``, or in older code ``-10000``) where not.
 
 Shapes: T queries, S keys. A mask broadcasts against scores of shape ``(..., T, S)``.
+
+Float masks are additive in both libraries and mean the same thing in both: nothing
+is ever flipped. Only *boolean* masks differ between ``F.scaled_dot_product_attention``
+(and attnlab: ``True`` = may attend) and ``nn.MultiheadAttention`` (``True`` = blocked).
+A float mask of 0/1 indicators is therefore not a mask at all (it adds 1 to some
+scores); :class:`attnlab.MultiHeadAttention` refuses one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import numbers
+import operator
 import warnings
 
 import torch
@@ -23,7 +33,36 @@ __all__ = [
     "combine_masks",
     "fully_masked_rows",
     "warn_if_nothing_attended",
+    "MaskConventionWarning",
+    "derived_masks",
 ]
+
+_DERIVED = contextvars.ContextVar("attnlab_derived_masks", default=False)
+
+
+@contextlib.contextmanager
+def derived_masks():
+    """Inside this block masks are trusted to follow attnlab's convention (a model built
+    them from lengths or pad ids), so :func:`warn_if_nothing_attended` stays silent: a
+    row with no key there means an empty input, not a PyTorch-style mask."""
+    token = _DERIVED.set(True)
+    try:
+        yield
+    finally:
+        _DERIVED.reset(token)
+
+
+def _size(value, name: str, fn: str, low: int) -> int:
+    """An integer size (Python or NumPy int, not bool or float) >= ``low``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{fn}: {name} must be an int, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be an int, got {value!r}") from None
+    if value < low:
+        raise ValueError(f"{fn}: {name} must be >= {low}, got {value}")
+    return value
 
 
 def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -34,6 +73,10 @@ def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     ``0..i`` for any S.
     """
     S = T if S is None else S
+    for value, name in ((T, "T"), (S, "S")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"causal_mask: {name} must be an int, got {value!r}")
+    T, S = int(T), int(S)
     if T < 1 or S < 1:
         raise ValueError(f"causal_mask needs T >= 1 and S >= 1, got T={T}, S={S}")
     return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
@@ -45,12 +88,31 @@ def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
     Use it as ``mask[:, None, :]`` for scores ``(B, T, S)`` or ``mask[:, None, None, :]``
     for per-head scores ``(B, H, T, S)``.
     """
-    lengths = torch.as_tensor(lengths, device=device)
+    try:
+        lengths = torch.as_tensor(lengths, device=device)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(
+            f"padding_mask: lengths must be integers (B,), got {lengths!r}"
+        ) from e
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}")
+    if lengths.numel() == 0:
+        lengths = lengths.long()  # torch.as_tensor([]) is float
+    if (
+        lengths.is_floating_point()
+        or lengths.is_complex()
+        or lengths.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"padding_mask: lengths must be integers, got {lengths.tolist()} "
+            f"({lengths.dtype})"
+        )
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
-    S = int(lengths.max()) if S is None else S
+    if S is None:
+        S = int(lengths.max()) if lengths.numel() else 0
+    else:
+        S = _size(S, "S", "padding_mask", 0)
     if lengths.numel() and int(lengths.max()) > S:
         raise ValueError(f"a length exceeds S={S}: {lengths.tolist()}")
     return torch.arange(S, device=lengths.device) < lengths[:, None]  # (B, S)
@@ -86,6 +148,12 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
         raise TypeError(
             f"{name} must be bool (True = may attend) or float (added), got {mask.dtype}"
         )
+    if mask.is_floating_point() and mask.numel():
+        if bool((torch.isnan(mask) | torch.isposinf(mask)).any()):
+            raise ValueError(
+                f"{name} is a float mask (added to the scores) containing NaN or +inf; "
+                "use 0 where a key may be attended and -inf where not"
+            )
     try:
         shape = torch.broadcast_shapes(mask.shape, scores.shape)
     except RuntimeError:
@@ -152,7 +220,9 @@ def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
 
     Such a query has nothing to attend to; attention gives it zero weights and a zero
     output. (A finite stand-in such as ``-10000`` does not count: its row is not
-    detected, and softmax spreads the weight uniformly, as in PyTorch.)
+    detected. Added to every score of the row it shifts them all by the same amount,
+    so softmax gives that row the *unmasked* weights, as in PyTorch; only where the
+    stand-in blocks some keys and not others does it act as a mask.)
     """
     return torch.isneginf(scores).all(dim=-1, keepdim=True)
 
@@ -164,21 +234,69 @@ class MaskConventionWarning(UserWarning):
 def warn_if_nothing_attended(
     mask: torch.Tensor, name: str = "key_padding_mask"
 ) -> bool:
-    """Warn if a boolean padding mask ``(B, S)`` blocks every key of every sequence.
+    """Warn if a boolean mask leaves some row with no key at all; return whether it did.
 
-    Here ``True`` = may attend; ``nn.MultiheadAttention`` reads the same argument names
-    the other way round (``True`` = padding). A PyTorch-style padding mask of a batch
-    without padding is all ``False``, which here means "attend to nothing": every output
-    would be zero. That is the common mistake this catches. Returns whether it warned.
+    ``mask`` is a padding mask ``(B, S)`` (a row per sequence) or an attention mask
+    ``(..., T, S)`` (a row per query). Here ``True`` = may attend;
+    ``nn.MultiheadAttention`` reads the same argument names the other way round
+    (``True`` = blocked). The unambiguous sign of such a mask is a row that blocks
+    every key, which is rarely intended:
+
+    * a PyTorch-style padding mask (``True`` = pad) blocks every key of each
+      sequence that has no padding (and of the whole batch when none has any);
+    * a PyTorch-style causal mask ``torch.triu(ones(T, S), 1)`` (``True`` above the
+      diagonal) blocks every key of the last query.
+
+    Silent on float masks, on masks with no key at all (S = 0), on masks in our
+    convention whose every row keeps a key (e.g. a left-padded batch) and inside
+    :func:`derived_masks` (a model's own masks: an empty source there is just empty).
+    Filter :class:`MaskConventionWarning` where a dead row is intended.
     """
-    if mask.dtype != torch.bool or mask.numel() == 0 or bool(mask.any()):
+    if (
+        _DERIVED.get()
+        or not isinstance(mask, torch.Tensor)
+        or mask.dtype != torch.bool
+        or mask.dim() == 0
+        or mask.shape[-1] == 0
+        or mask.numel() == 0
+    ):
         return False
+    dead = ~mask.any(dim=-1)  # (..., rows)
+    if not bool(dead.any()):
+        return False
+    n_dead, n_rows = int(dead.sum()), dead.numel()
+    if name.endswith("key_padding_mask"):
+        idx = dead.nonzero().squeeze(-1).tolist() if dead.dim() == 1 else "some"
+        what = (
+            f"{name} blocks every key of every sequence (all False)"
+            if n_dead == n_rows
+            else f"{name} blocks every key of sequence(s) {idx} while the others "
+            "keep some"
+        )
+        fix = f"Pass ~{name} if it was written for PyTorch"
+        sense = "(True = padding)"
+    else:
+        T, S = mask.shape[-2:] if mask.dim() >= 2 else (1, mask.shape[-1])
+        triu = mask.dim() == 2 and torch.equal(
+            mask, torch.ones(T, S, dtype=torch.bool, device=mask.device).triu(1)
+        )
+        what = (
+            f"{name} is True strictly above the diagonal (torch.triu(..., 1)): "
+            "PyTorch's causal mask, which here lets each query see only the future "
+            "and the last query nothing"
+            if triu
+            else f"{name} leaves {n_dead} of {n_rows} query rows with no key"
+        )
+        fix = (
+            f"Pass ~{name}, or attnlab.causal_mask(T, S) / is_causal=True, if it was "
+            "written for PyTorch"
+        )
+        sense = "(True = blocked)"
     warnings.warn(
-        f"{name} blocks every key of every sequence (all False), so every output is "
-        "zero. In attnlab True = may attend (a real token); nn.MultiheadAttention reads "
-        f"the same name the other way round (True = padding). Pass ~{name} if it was "
-        "written for PyTorch.",
+        f"{what}; such rows get a zero output. In attnlab True = may attend; "
+        f"nn.MultiheadAttention reads the same name the other way round {sense}. "
+        f"{fix}.",
         MaskConventionWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
     return True

@@ -11,12 +11,16 @@ outputs are concatenated back to width D and mixed by ``W_o``::
 
 Masks follow the one convention of ``attnlab``: boolean ``True`` = may attend, float
 masks are added. :class:`torch.nn.MultiheadAttention` reads the *same argument names*
-the other way round (``True`` = blocked) for both ``attn_mask`` and
-``key_padding_mask``. Passing such a mask here is the easiest mistake to make; when a
-boolean ``key_padding_mask`` blocks every key of every sequence (what a PyTorch-style
-padding mask without padding looks like here) the module warns.
+the other way round (``True`` = blocked) for both boolean ``attn_mask`` and
+``key_padding_mask``; float masks are added in both libraries and are never flipped.
+Passing a PyTorch-style boolean mask here is the easiest mistake to make, and its
+sign is a row with no key: a padding mask that blocks every key of a sequence, an
+attention mask that leaves a query with no key (PyTorch's ``torch.triu(..., 1)``
+causal mask leaves the last one). Such masks warn (:class:`attnlab.MaskConventionWarning`).
+A float mask of 0/1 values (an indicator, not an additive mask) raises ValueError.
 
-Constructor and ``forward`` take their arguments in ``nn.MultiheadAttention``'s order.
+Constructor and ``forward`` take their arguments in ``nn.MultiheadAttention``'s order,
+with its defaults (``average_attn_weights=True``: pass ``False`` for per-head maps).
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ import torch
 from torch import nn
 
 from .attention import scaled_dot_product_attention
-from .masking import causal_mask, combine_masks, warn_if_nothing_attended
+from .masking import (
+    causal_mask,
+    check_mask,
+    combine_masks,
+    warn_if_nothing_attended,
+)
 
 __all__ = ["MultiHeadAttention"]
 
@@ -64,6 +73,22 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
     ):
         super().__init__()
+        for value, name in ((d_model, "d_model"), (n_heads, "n_heads")):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(
+                    f"MultiHeadAttention: {name} must be an int, got {value!r}"
+                )
+        for value, name in ((kdim, "kdim"), (vdim, "vdim")):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(
+                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {value!r}"
+                )
+            if value < 1:
+                raise ValueError(
+                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {value}"
+                )
         if d_model < 1 or n_heads < 1:
             raise ValueError(
                 f"need d_model >= 1, n_heads >= 1; got {d_model}, {n_heads}"
@@ -108,7 +133,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         need_weights: bool = True,
         attn_mask: torch.Tensor | None = None,
-        average_attn_weights: bool = False,
+        average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query (B, T, D)`` to ``key (B, S, kdim)`` / ``value (B, S, vdim)``.
@@ -119,15 +144,17 @@ class MultiHeadAttention(nn.Module):
         ----------
         key_padding_mask : (B, S); boolean ``True`` on real tokens = may attend
             (``nn.MultiheadAttention`` reads the same name the other way round:
-            ``True`` = padding), or float (added). A boolean mask that blocks every
-            key of every sequence warns: it is almost surely a PyTorch-style mask.
+            ``True`` = padding), or float, added to the scores as in PyTorch (0 for a
+            real token, ``-inf`` for padding; a 0/1 float mask raises ValueError). A
+            boolean mask that blocks every key of some sequence warns: it is almost
+            surely a PyTorch-style mask.
         need_weights : return the attention weights (else ``None``).
-        attn_mask : (T, S), (B, T, S) or broadcastable to (B, H, T, S); boolean
-            ``True`` = may attend (again the opposite of ``nn.MultiheadAttention``),
-            or float (added).
+        attn_mask : (T, S), (B, T, S), PyTorch's (B·H, T, S), or broadcastable to
+            (B, H, T, S); boolean ``True`` = may attend (again the opposite of
+            ``nn.MultiheadAttention``), or float, added as in PyTorch. A boolean mask
+            that leaves some query with no key warns.
         average_attn_weights : return the weights averaged over heads (B, T, S), as
-            PyTorch does by default; the default here, ``False``, returns them per
-            head (B, H, T, S).
+            PyTorch does and by default; ``False`` returns them per head (B, H, T, S).
         is_causal : query i sees keys 0..i; combined with any other mask.
 
         Returns
@@ -135,7 +162,7 @@ class MultiHeadAttention(nn.Module):
         out : (B, T, D)
         weights : (B, H, T, S), (B, T, S) when averaged, or ``None``.
         """
-        self._check_inputs(query, key, value, key_padding_mask)
+        self._check_inputs(query, key, value, key_padding_mask, attn_mask)
         B, T, D = query.shape  # batch, queries, model width
         S, H, Dh = key.shape[1], self.n_heads, self.d_head  # keys, heads, head width
 
@@ -147,7 +174,10 @@ class MultiHeadAttention(nn.Module):
         v = v.view(B, S, H, Dh).transpose(1, 2)  # (B, S, D) -> (B, H, S, Dh)
 
         if attn_mask is not None and attn_mask.dim() == 3:
-            attn_mask = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
+            if attn_mask.shape[0] == B:
+                attn_mask = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
+            else:  # PyTorch's layout, checked in _check_inputs
+                attn_mask = attn_mask.view(B, H, *attn_mask.shape[1:])  # (B, H, T, S)
         if key_padding_mask is not None:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         causal = causal_mask(T, S, device=query.device) if is_causal else None  # (T, S)
@@ -166,7 +196,7 @@ class MultiHeadAttention(nn.Module):
             return out, None
         return out, (weights.mean(1) if average_attn_weights else weights)
 
-    def _check_inputs(self, query, key, value, key_padding_mask) -> None:
+    def _check_inputs(self, query, key, value, key_padding_mask, attn_mask) -> None:
         for t, name in ((query, "query"), (key, "key"), (value, "value")):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(
@@ -176,6 +206,10 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"{name} must be batch-first (B, L, width), got {tuple(t.shape)}; "
                     "add a batch dimension with x[None]"
+                )
+            if not t.is_floating_point():
+                raise TypeError(
+                    f"{name} must be a floating-point tensor, got {t.dtype}"
                 )
         widths = (
             (query, "query", self.d_model, "d_model"),
@@ -194,13 +228,58 @@ class MultiHeadAttention(nn.Module):
                 f"and key/value on S; got {tuple(query.shape)}, {tuple(key.shape)}, "
                 f"{tuple(value.shape)}"
             )
+        for t, name in ((query, "query"), (key, "key"), (value, "value")):
+            if t.numel() and not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} contains NaN or inf (shape {tuple(t.shape)})")
+        (B, T), S, H = query.shape[:2], key.shape[1], self.n_heads
         if key_padding_mask is not None:
-            if tuple(key_padding_mask.shape) != tuple(key.shape[:2]):
+            self._check_mask(key_padding_mask, "key_padding_mask")
+            if tuple(key_padding_mask.shape) != (B, S):
                 raise ValueError(
-                    f"key_padding_mask must have shape (B, S) = {tuple(key.shape[:2])}, "
+                    f"key_padding_mask must have shape (B, S) = {(B, S)}, "
                     f"got {tuple(key_padding_mask.shape)}"
                 )
             warn_if_nothing_attended(key_padding_mask, "key_padding_mask")
+        if attn_mask is not None:
+            self._check_mask(attn_mask, "attn_mask")
+            if attn_mask.dim() == 3 and attn_mask.shape[0] not in (B, B * H):
+                raise ValueError(
+                    f"a 3-D attn_mask must be (B, T, S) = {(B, T, S)} or PyTorch's "
+                    f"(B*H, T, S) = {(B * H, T, S)}, got {tuple(attn_mask.shape)}"
+                )
+            if attn_mask.dim() >= 2:
+                want = torch.empty(()).expand(B, H, T, S)  # shape only, no memory
+                shaped = attn_mask
+                if attn_mask.dim() == 3 and attn_mask.shape[0] == B:
+                    shaped = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
+                elif attn_mask.dim() == 3:
+                    shaped = attn_mask.reshape(B, H, *attn_mask.shape[1:])
+                check_mask(shaped, want, "attn_mask")
+            warn_if_nothing_attended(attn_mask, "attn_mask")
+
+    @staticmethod
+    def _check_mask(mask, name: str) -> None:
+        """Type and dtype of a mask; a float mask must be additive, not 0/1."""
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a torch.Tensor (bool: True = may attend; or float, "
+                f"added), got {type(mask).__name__}"
+            )
+        if mask.dtype != torch.bool and not mask.is_floating_point():
+            raise TypeError(
+                f"{name} must be bool (True = may attend) or float (added to the "
+                f"scores), got {mask.dtype}"
+            )
+        if mask.is_floating_point() and mask.numel():
+            if bool((torch.isnan(mask) | torch.isposinf(mask)).any()):
+                raise ValueError(f"{name}: a float mask may not contain NaN or +inf")
+            if bool(((mask == 0) | (mask == 1)).all()) and bool((mask == 1).any()):
+                raise ValueError(
+                    f"{name} is a float mask of 0s and 1s, but float masks are added to "
+                    "the scores (here and in PyTorch), so 1 would not mean 'keep' or "
+                    "'block'. Pass a bool mask (True = may attend) or a float mask "
+                    "with 0 and -inf"
+                )
 
     @torch.no_grad()
     def load_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -26,6 +26,7 @@ block-diagonal rotation ``M_k`` that does not depend on ``pos``
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -69,8 +70,10 @@ def sinusoidal_encoding(
             f"sinusoidal_encoding needs n_positions >= 1 and d_model >= 1, got "
             f"n_positions={n_positions}, d_model={d_model}"
         )
-    if base <= 1:
-        raise ValueError(f"base must be > 1, got {base}")
+    if isinstance(base, bool) or not isinstance(base, numbers.Real):
+        raise TypeError(f"sinusoidal_encoding: base must be a number > 1, got {base!r}")
+    if not 1 < base < math.inf:
+        raise ValueError(f"base must be finite and > 1, got {base}")
     dtype = dtype or torch.get_default_dtype()
     pos = torch.arange(n_positions, dtype=torch.float64, device=device)  # (T,)
     freq = _frequencies(d_model, base, torch.float64, device)  # (ceil(D/2),)
@@ -102,6 +105,15 @@ def relative_shift_matrix(
     m[1::2, 0::2] = torch.diag(-s)
     m[1::2, 1::2] = torch.diag(c)
     return m.to(dtype)
+
+
+def _check_offset(offset, name: str) -> int:
+    """``offset`` must be an int >= 0 (a position index), not a float or bool."""
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
+        raise TypeError(f"{name}: offset must be an int >= 0, got {offset!r}")
+    if offset < 0:
+        raise ValueError(f"{name}: offset must be >= 0 (a position), got {offset}")
+    return int(offset)
 
 
 def _check_input(x: torch.Tensor, d_model: int, name: str) -> None:
@@ -136,6 +148,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         _check_input(x, self.d_model, "SinusoidalPositionalEncoding")
+        offset = _check_offset(offset, "SinusoidalPositionalEncoding")
         B, T, D = x.shape
         return x + self.table(offset + T, x)[offset:]  # (B, T, D) + (T, D)
 
@@ -155,6 +168,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         _check_input(x, self.d_model, "LearnedPositionalEncoding")
+        offset = _check_offset(offset, "LearnedPositionalEncoding")
         B, T, D = x.shape
         if offset + T > self.max_len:
             raise ValueError(
@@ -175,8 +189,15 @@ def apply_rotary(
     ``m`` and a key at ``n`` then depends on ``m - n`` only:
     ``rot(q, m)·rot(k, n) = rot(q, m - n)·k``.
     """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"apply_rotary expects a tensor (..., T, D), got {type(x).__name__}"
+        )
     if x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"apply_rotary needs x (..., T, D) with even D, got {x.shape}")
+    if not x.is_floating_point():
+        raise TypeError(f"apply_rotary expects floating-point x, got {x.dtype}")
+    offset = _check_offset(offset, "apply_rotary")
     T, D = x.shape[-2], x.shape[-1]
     pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)
     theta = pos[:, None] * _frequencies(D, base, torch.float64, x.device)  # (T, D/2)

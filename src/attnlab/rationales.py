@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .data import Vocab, _length_range
+from .vocab import Vocab, _length_range
 
 __all__ = [
     "FOCUS",

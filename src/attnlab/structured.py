@@ -137,16 +137,30 @@ def linear_chain_marginals(
     that backward pass is kept (``create_graph=True``), so the marginals are themselves
     differentiable with respect to ``unary`` and ``transition`` and can be trained as
     attention weights (Kim et al., 2017). Each row ``p(z_i = ·)`` sums to 1; masked
-    positions get all zeros.
+    positions get all zeros. float16/bfloat16 potentials are computed in float32 (the
+    forward algorithm's sums lose too much in 16 bits) and the result is cast back.
+    An example in which no labelling has a finite score (``log Z = -inf``, e.g. every
+    transition ``-inf``) has no marginals: ValueError names it.
 
     Parameters and shapes as :func:`linear_chain_log_partition`.
     """
     _check_crf(unary, transition, mask, "linear_chain_marginals")
+    if unary.dtype in (torch.float16, torch.bfloat16):
+        marg = linear_chain_marginals(unary.float(), transition.float(), mask)
+        return marg.to(unary.dtype)
     # Keep the graph (double backward) only when someone will differentiate the result.
     keep = torch.is_grad_enabled() and (unary.requires_grad or transition.requires_grad)
     with torch.enable_grad():
         u = unary if unary.requires_grad else unary.detach().requires_grad_()
         logz = linear_chain_log_partition(u, transition, mask)  # (B,)
+        infeasible = torch.isneginf(logz)
+        if bool(infeasible.any()):
+            raise ValueError(
+                "linear_chain_marginals: no labelling has a finite score in example(s) "
+                f"{infeasible.nonzero().squeeze(-1).tolist()} (log Z = -inf: the -inf "
+                "unary and transition potentials rule out every path), so their "
+                "marginals are undefined"
+            )
         (marg,) = torch.autograd.grad(logz.sum(), u, create_graph=keep)
     return marg if keep else marg.detach()  # (B, n, C)
 
@@ -194,6 +208,16 @@ def segmentation_marginals(
     """
     M._check_dim(scores, dim, "segmentation_marginals")
     M._check_float(scores, "segmentation_marginals")
+    if not isinstance(transition, torch.Tensor):
+        raise TypeError(
+            f"segmentation_marginals: transition must be a (2, 2) tensor, got "
+            f"{type(transition).__name__}"
+        )
+    if not transition.is_floating_point():
+        raise TypeError(
+            f"segmentation_marginals: transition must be floating point, got "
+            f"{transition.dtype}"
+        )
     if transition.shape != (2, 2):
         raise ValueError(
             f"segmentation_marginals: transition must have shape (2, 2), "
@@ -204,6 +228,10 @@ def segmentation_marginals(
             f"segmentation_marginals: scores contain NaN or +inf "
             f"(shape {tuple(scores.shape)})"
         )
+    if bool(torch.isnan(transition).any() | torch.isposinf(transition).any()):
+        raise ValueError("segmentation_marginals: transition contains NaN or +inf")
+    if scores.numel() == 0:  # no key, or no row: nothing to weigh
+        return torch.zeros_like(scores)
     x = scores.movedim(dim, -1)  # (..., S)
     lead, S = x.shape[:-1], x.shape[-1]
     x = x.reshape(-1, S)  # (N, S)

@@ -22,6 +22,11 @@ d_ff=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5, *, norm_first=Fa
 (PyTorch: ``d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
 batch_first, norm_first``; we are always batch-first, so ``norm_first`` is keyword-only).
 
+Stacks as PyTorch's: ``TransformerEncoder(encoder_layer, num_layers, norm=None)`` and
+``TransformerDecoder(decoder_layer, num_layers, norm=None)`` (deep copies of the layer),
+with ``forward`` in PyTorch's positional order; they also accept a
+:class:`TransformerConfig` in place of the layer (what the models below use).
+
 Models: :class:`Seq2SeqTransformer` (encoder–decoder with embeddings, positions and an
 output layer; a :class:`attnlab.decoding.Seq2SeqModel`) and :class:`TransformerLM`
 (decoder-only: the *encoder* layers with a causal mask). Models expose ``step`` for the
@@ -31,6 +36,7 @@ are in :mod:`attnlab.train`.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .decoding import beam_search, generate, greedy_decode
-from .masking import padding_mask
+from .masking import derived_masks, padding_mask
 from .multihead import MultiHeadAttention
 from .positional import get_positional
 
@@ -66,6 +72,17 @@ def _activation(name: str | Callable) -> Callable:
             f"activation must be 'relu', 'gelu' or a callable, got {name!r}"
         )
     return acts[name]
+
+
+def _check_seq(x, name: str, fn: str) -> None:
+    """``x`` must be a float tensor ``(B, L, D)`` (batch first)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3:
+        raise ValueError(
+            f"{fn}: {name} must be batch-first (B, L, D), got {tuple(x.shape)}; add a "
+            "batch dimension with x[None]"
+        )
 
 
 class TransformerEncoderLayer(nn.Module):
@@ -121,6 +138,7 @@ class TransformerEncoderLayer(nn.Module):
         src_key_padding_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
+        _check_seq(src, "src", type(self).__name__)
         B, S, D = src.shape
         masks = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask)
 
@@ -175,6 +193,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
     ) -> torch.Tensor:
+        _check_seq(tgt, "tgt", "TransformerDecoderLayer")
+        _check_seq(memory, "memory", "TransformerDecoderLayer")
         B, T, D = tgt.shape
         self_masks = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask)
         cross_masks = dict(
@@ -229,48 +249,115 @@ def _layers(cfg: TransformerConfig, cls, n: int) -> nn.ModuleList:
     return nn.ModuleList(cls(cfg.d_model, cfg.n_heads, **kw) for _ in range(n))
 
 
-class TransformerEncoder(nn.Module):
-    """A stack of encoder layers (+ a final LayerNorm when pre-LN)."""
+def _stack(owner: str, layer, num_layers, norm, cls, cfg_layers: str):
+    """``(layers, norm)`` of a stack built from a layer (PyTorch's way) or a config."""
+    if isinstance(layer, TransformerConfig):
+        n = getattr(layer, cfg_layers) if num_layers is None else num_layers
+        if norm is None:
+            norm = nn.LayerNorm(layer.d_model) if layer.norm_first else None
+        layers = _layers(layer, cls, n)
+    elif isinstance(layer, cls):
+        if num_layers is None:
+            raise TypeError(f"{owner}({cls.__name__}, num_layers) needs num_layers")
+        layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
+    else:
+        raise TypeError(
+            f"{owner} takes an attnlab.{cls.__name__} (as PyTorch's takes its "
+            f"own layer) or a TransformerConfig, got {type(layer).__name__}"
+        )
+    if isinstance(num_layers, bool) or not isinstance(num_layers, (int, type(None))):
+        raise TypeError(f"{owner}: num_layers must be an int, got {num_layers!r}")
+    if norm is not None and not isinstance(norm, nn.Module):
+        raise TypeError(f"{owner}: norm must be an nn.Module or None, got {norm!r}")
+    return layers, (nn.Identity() if norm is None else norm)
 
-    def __init__(self, cfg: TransformerConfig, n_layers: int | None = None):
+
+class TransformerEncoder(nn.Module):
+    """A stack of encoder layers, then ``norm`` (if any).
+
+    ``TransformerEncoder(encoder_layer, num_layers, norm=None)`` as
+    :class:`torch.nn.TransformerEncoder` (``num_layers`` deep copies of an
+    :class:`TransformerEncoderLayer`), or ``TransformerEncoder(cfg, n_layers=None)``
+    from a :class:`TransformerConfig` (a final LayerNorm when ``cfg.norm_first``).
+    ``forward(src, mask=None, src_key_padding_mask=None, is_causal=False)`` in
+    PyTorch's order; boolean masks: ``True`` = may attend (PyTorch: the opposite),
+    float masks are added in both.
+    """
+
+    def __init__(self, encoder_layer, num_layers: int | None = None, norm=None):
         super().__init__()
-        n = cfg.n_encoder_layers if n_layers is None else n_layers
-        self.layers = _layers(cfg, TransformerEncoderLayer, n)
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.layers, self.norm = _stack(
+            "TransformerEncoder",
+            encoder_layer,
+            num_layers,
+            norm,
+            TransformerEncoderLayer,
+            "n_encoder_layers",
+        )
 
     def forward(
         self,
-        x: torch.Tensor,
+        src: torch.Tensor,
         mask: torch.Tensor | None = None,
         src_key_padding_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
+        is_causal: bool | None = None,
     ) -> torch.Tensor:
+        x = src
         for layer in self.layers:  # (B, S, D) -> (B, S, D)
-            x = layer(x, mask, src_key_padding_mask, is_causal=is_causal)
+            x = layer(
+                x,
+                src_mask=mask,
+                src_key_padding_mask=src_key_padding_mask,
+                is_causal=bool(is_causal),
+            )
         return self.norm(x)
 
 
 class TransformerDecoder(nn.Module):
-    """A stack of decoder layers (+ a final LayerNorm when pre-LN); always causal."""
+    """A stack of decoder layers, then ``norm`` (if any).
 
-    def __init__(self, cfg: TransformerConfig):
+    ``TransformerDecoder(decoder_layer, num_layers, norm=None)`` as
+    :class:`torch.nn.TransformerDecoder`, or ``TransformerDecoder(cfg)``.
+    ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False)`` in
+    PyTorch's order. As in PyTorch nothing is causal unless asked: pass
+    ``tgt_is_causal=True`` (or a causal ``tgt_mask``). Boolean masks: ``True`` = may
+    attend (PyTorch: the opposite); float masks are added in both.
+    """
+
+    def __init__(self, decoder_layer, num_layers: int | None = None, norm=None):
         super().__init__()
-        self.layers = _layers(cfg, TransformerDecoderLayer, cfg.n_decoder_layers)
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.layers, self.norm = _stack(
+            "TransformerDecoder",
+            decoder_layer,
+            num_layers,
+            norm,
+            TransformerDecoderLayer,
+            "n_decoder_layers",
+        )
 
     def forward(
         self,
-        x: torch.Tensor,
+        tgt: torch.Tensor,
         memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
         tgt_key_padding_mask: torch.Tensor | None = None,
         memory_key_padding_mask: torch.Tensor | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
     ) -> torch.Tensor:
-        pads = dict(
+        masks = dict(
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
             tgt_key_padding_mask=tgt_key_padding_mask,
             memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=bool(tgt_is_causal),
+            memory_is_causal=memory_is_causal,
         )
+        x = tgt
         for layer in self.layers:  # (B, T, D), (B, S, D) -> (B, T, D)
-            x = layer(x, memory, **pads, tgt_is_causal=True)
+            x = layer(x, memory, **masks)
         return self.norm(x)
 
 
@@ -285,8 +372,8 @@ def _capture_weights(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[d
     got: dict[str, list] = {name: [None] * len(ms) for name, ms in modules.items()}
     handles = []
 
-    def ask(mod, args, kwargs):
-        return args, {**kwargs, "need_weights": True}
+    def ask(mod, args, kwargs):  # per-head weights, whatever the caller asked
+        return args, {**kwargs, "need_weights": True, "average_attn_weights": False}
 
     for name, ms in modules.items():
         for i, m in enumerate(ms):
@@ -301,6 +388,26 @@ def _capture_weights(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[d
     finally:
         for h in handles:
             h.remove()
+
+
+def _check_ids(ids, name: str, vocab: int, shape: str) -> None:
+    """Token ids: a 2-D integer tensor with every id in ``[0, vocab)``."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a tensor of token ids {shape}, got {type(ids)}"
+        )
+    if ids.dim() != 2:
+        raise ValueError(
+            f"{name} must be token ids {shape}, got shape {tuple(ids.shape)}; add a "
+            "batch dimension with ids[None]"
+        )
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must be integer token ids, got {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+        raise ValueError(
+            f"{name} must be in [0, {vocab}) (the vocabulary size), got ids from "
+            f"{int(ids.min())} to {int(ids.max())}"
+        )
 
 
 class _Embed(nn.Module):
@@ -353,24 +460,36 @@ class Seq2SeqTransformer(nn.Module):
         """``src (B, S)`` -> ``(memory (B, S, D), src_key_padding_mask (B, S))``.
 
         The mask is True on real source tokens: positions before ``src_lengths``, or
-        (without lengths) the ids that are not ``cfg.pad_id``.
+        (without lengths) the ids that are not ``cfg.pad_id``. An empty source (length
+        0) is attended by no query: its cross-attention contributes zeros, no NaN.
         """
-        if src.dim() != 2:
-            raise ValueError(f"src must be token ids (B, S), got {tuple(src.shape)}")
+        _check_ids(src, "src", self.cfg.src_vocab, "(B, S)")
         if src_lengths is None:
             mask = src != self.cfg.pad_id  # (B, S)
         else:
             mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
-        return self.encoder(self.src_embed(src), src_key_padding_mask=mask), mask
+            if mask.shape[0] != src.shape[0]:
+                raise ValueError(
+                    f"src_lengths has {mask.shape[0]} lengths for a batch of "
+                    f"{src.shape[0]} sources"
+                )
+        with derived_masks():  # built here in our convention: no convention warning
+            memory = self.encoder(self.src_embed(src), src_key_padding_mask=mask)
+        return memory, mask
 
     def decode(self, tgt_in, memory, src_key_padding_mask) -> torch.Tensor:
         """``tgt_in (B, T)``, memory (B, S, D) -> next-token logits (B, T, V)."""
-        x = self.decoder(
-            self.tgt_embed(tgt_in), memory, memory_key_padding_mask=src_key_padding_mask
-        )
+        with derived_masks():  # an empty source (length 0) is not a PyTorch mask
+            x = self.decoder(
+                self.tgt_embed(tgt_in),
+                memory,
+                memory_key_padding_mask=src_key_padding_mask,
+                tgt_is_causal=True,
+            )
         return self.out(x)  # (B, T, D) -> (B, T, V)
 
     def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
+        _check_ids(tgt_in, "tgt_in", self.cfg.tgt_vocab, "(B, T)")
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
@@ -412,6 +531,12 @@ class Seq2SeqTransformer(nn.Module):
     @torch.no_grad()
     def beam(self, src, beam_size=4, max_len=50, alpha=0.6, src_length=None):
         """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
+        if not isinstance(src, torch.Tensor) or src.dim() != 1:
+            shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
+            raise ValueError(
+                f"beam searches one source: src must be token ids (S,), got {shape}; "
+                "for a batch call it once per row (src[i]) or use greedy"
+            )
         lengths = None if src_length is None else torch.tensor([src_length])
         step = self.step(src[None], lengths)  # one source, expanded to the beams
         return beam_search(
@@ -452,6 +577,7 @@ class TransformerLM(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        _check_ids(ids, "ids", self.cfg.tgt_vocab, "(B, T)")
         B, T = ids.shape
         return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
 
@@ -475,8 +601,20 @@ def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
     Same names except the decoder's cross-attention: PyTorch's ``multihead_attn`` is
     our ``cross_attn``. Returns ``layer``. (Masks still mean the opposite in PyTorch.)
     """
+    ours_dec = isinstance(layer, TransformerDecoderLayer)
+    if not isinstance(layer, TransformerEncoderLayer):
+        raise TypeError(
+            f"copy_from_torch: layer must be an attnlab TransformerEncoderLayer or "
+            f"TransformerDecoderLayer, got {type(layer).__name__}"
+        )
+    want = nn.TransformerDecoderLayer if ours_dec else nn.TransformerEncoderLayer
+    if not isinstance(torch_layer, want):
+        raise TypeError(
+            f"copy_from_torch: a {type(layer).__name__} takes the weights of an "
+            f"nn.{want.__name__}, got {type(torch_layer).__name__}"
+        )
     pairs = [("self_attn", "self_attn")]
-    if isinstance(layer, TransformerDecoderLayer):
+    if ours_dec:
         pairs.append(("cross_attn", "multihead_attn"))
     for ours, theirs in pairs:
         getattr(layer, ours).load_torch(getattr(torch_layer, theirs))

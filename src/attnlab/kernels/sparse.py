@@ -186,14 +186,17 @@ PREFIX = {"sparsemax": _prefix_sparsemax, "entmax15": _prefix_entmax15}
 FIRST_K = {"sparsemax": 16, "entmax15": 32}  # a little above typical support sizes
 
 
-def threshold_topk(x: torch.Tensor, dim: int, kind: str, name: str):
+def threshold_topk(
+    x: torch.Tensor, dim: int, kind: str, name: str, first_k: int | None = None
+):
     """Exact threshold from a partial sort, with an exact fallback.
 
     Sort only the ``k`` largest scores of each row (``torch.topk``) and run the sorted
     algorithm on that prefix. If the support found is shorter than ``k`` it is the true
     support (the support condition holds for a prefix of the sorted scores and fails
     after it), so the threshold is exact. Rows whose support fills the prefix are redone
-    with ``4k``, and so on up to the full sort.
+    with ``4k``, and so on up to the full sort. ``first_k`` overrides the first ``k``
+    (the ``k`` argument of ``entmax.sparsemax``).
 
     Returns ``(m, tau, aux)``, each with size 1 along ``dim``: the row max ``m`` (0 for
     a fully masked row, whose weights ``[x - m - tau]_+`` are then all 0), the threshold
@@ -201,7 +204,7 @@ def threshold_topk(x: torch.Tensor, dim: int, kind: str, name: str):
     ``sum_S sqrt(p)`` for 1.5-entmax). Raises ValueError on NaN or ``+inf``.
     """
     n = x.shape[dim]
-    k = min(n, FIRST_K[kind])
+    k = min(n, FIRST_K[kind] if first_k is None else first_k)
     vals = _top(x, k, dim)
     top = vals.narrow(dim, 0, 1)
     worst = float(top.amax())  # NaN propagates through amax

@@ -1,0 +1,507 @@
+"""Regression tests for the bad-input probe (reviews, 2026-11-25): one test per case.
+
+Each test is named after the probe's case number. A case either gives the result
+PyTorch (or the entmax package, or brute force) gives, or a ValueError/TypeError whose
+message names the argument that was wrong; never a silent NaN, never an error from deep
+inside torch.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import attnlab
+from attnlab import mappings as M
+from attnlab.structured import linear_chain_marginals, segmentation_marginals
+
+MAPPINGS = {
+    "softmax": M.softmax,
+    "sparsemax": M.sparsemax,
+    "sparsemax-iter": lambda x: M.sparsemax(x, method="iter"),
+    "sparsemax-sort": lambda x: M.sparsemax(x, method="sort"),
+    "entmax15": M.entmax15,
+    "entmax15-iter": lambda x: M.entmax15(x, method="iter"),
+    "entmax15-sort": lambda x: M.entmax15(x, method="sort"),
+    "entmax_bisect": M.entmax_bisect,
+    "entmax_bisect-0.5": lambda x: M.entmax_bisect(x, 0.5),
+    "normmax_bisect": M.normmax_bisect,
+    "fusedmax": M.fusedmax,
+    "argmax": M.argmax,
+    "sigmoid": M.sigmoid,
+}
+
+
+@pytest.fixture
+def quiet():
+    """Turn every warning into an error inside the test (a silent case stays silent)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+# ------------------------------------------------------------------ mappings (1-40)
+@pytest.mark.parametrize("shape", [(2, 0), (0, 5), (0, 0), (3, 0, 4)])
+@pytest.mark.parametrize("name", list(MAPPINGS))
+def test_case_1_2_empty_inputs_give_empty_outputs(name, shape):
+    x = torch.empty(shape)
+    out = MAPPINGS[name](x)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    assert torch.softmax(x, -1).shape == out.shape  # what torch gives
+
+
+def test_case_2_sdpa_sparsemax_on_an_empty_batch():
+    q, k, v = torch.randn(0, 2, 4, 6), torch.randn(0, 2, 5, 6), torch.randn(0, 2, 5, 6)
+    out, w = attnlab.scaled_dot_product_attention(q, k, v, mapping=attnlab.sparsemax)
+    assert out.shape == (0, 2, 4, 6) and w.shape == (0, 2, 4, 5)
+
+
+def test_case_9_entmax_bisect_alpha_inf_raises():
+    with pytest.raises(ValueError, match="alpha.*argmax"):
+        attnlab.entmax_bisect(torch.randn(1, 4), alpha=float("inf"))
+    with pytest.raises(ValueError, match="alpha"):
+        attnlab.entmax_bisect(torch.randn(1, 4), alpha=torch.tensor([float("inf")]))
+
+
+def test_case_12_entmax_bisect_alpha_none_names_alpha():
+    with pytest.raises(TypeError, match="entmax_bisect: alpha"):
+        attnlab.entmax_bisect(torch.randn(1, 4), None)
+    with pytest.raises(TypeError, match="entmax_bisect: alpha"):
+        attnlab.entmax_bisect(torch.randn(1, 4), "2")
+
+
+@pytest.mark.parametrize("n_iter", [0, -3])
+def test_case_13_entmax_bisect_n_iter_below_one_raises(n_iter):
+    with pytest.raises(ValueError, match="n_iter"):
+        attnlab.entmax_bisect(torch.randn(1, 4), 1.5, n_iter=n_iter)
+    with pytest.raises(TypeError, match="n_iter"):
+        attnlab.entmax_bisect(torch.randn(1, 4), 1.5, n_iter=2.5)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("name", ["softmax", "argmax", "sigmoid", "fusedmax"])
+def test_case_19_22_nan_and_plus_inf_raise(name, bad):
+    x = torch.tensor([[1.0, bad, 0.0]])
+    with pytest.raises(ValueError, match=f"{name}: scores contain NaN or \\+inf"):
+        MAPPINGS[name](x)
+
+
+def test_case_19_softmax_nan_deep_in_a_batch_raises():
+    x = torch.randn(4, 3, 7)
+    x[2, 1, 5] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        attnlab.softmax(x, dim=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+@pytest.mark.parametrize("name", list(MAPPINGS))
+def test_case_31_integer_or_bool_scores_raise_type_error(name, dtype):
+    x = torch.arange(4).to(dtype)
+    with pytest.raises(TypeError, match="floating-point"):
+        MAPPINGS[name](x)
+
+
+def test_case_40_fusedmax_lam_inf_names_lam():
+    with pytest.raises(ValueError, match="fusedmax: lam must be finite"):
+        attnlab.fusedmax(torch.randn(1, 3), lam=float("inf"))
+    with pytest.raises(TypeError, match="lam"):
+        attnlab.fusedmax(torch.randn(1, 3), lam="1")
+
+
+# ------------------------------------------------------------------ attention (49-84)
+def test_case_49_sdpa_with_no_keys_returns_what_torch_returns():
+    q, k, v = torch.randn(2, 3, 4, 6), torch.randn(2, 3, 0, 6), torch.randn(2, 3, 0, 5)
+    out, w = attnlab.scaled_dot_product_attention(q, k, v)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    assert out.shape == ref.shape == (2, 3, 4, 5) and w.shape == (2, 3, 4, 0)
+    torch.testing.assert_close(out, ref)
+    out_c, _ = attnlab.scaled_dot_product_attention(q, k, v, is_causal=False)
+    torch.testing.assert_close(out_c, ref)
+
+
+def test_case_50_attend_with_no_keys_gives_zeros():
+    q, k, v = torch.randn(2, 4, 6), torch.randn(2, 0, 6), torch.randn(2, 0, 5)
+    out, w = attnlab.attend(q, k, v)
+    assert w.shape == (2, 4, 0)
+    torch.testing.assert_close(out, torch.zeros(2, 4, 5))
+
+
+def test_case_55_sdpa_batch_mismatch_names_q_and_k():
+    q, kv = torch.randn(2, 4, 6), torch.randn(3, 5, 6)
+    with pytest.raises(ValueError, match="leading .* of q .* and k"):
+        attnlab.scaled_dot_product_attention(q, kv, kv)
+    with pytest.raises(ValueError, match="attend: the leading"):
+        attnlab.attend(q, kv, kv)
+
+
+def test_case_59_sdpa_on_integer_tensors_names_the_tensor():
+    q = torch.randint(0, 3, (2, 4, 6))
+    with pytest.raises(TypeError, match="scaled_dot_product_attention: q must be"):
+        attnlab.scaled_dot_product_attention(q, q, q)
+    with pytest.raises(TypeError, match="attend: q must be"):
+        attnlab.attend(q, q, q)
+
+
+def test_case_72_a_finite_stand_in_on_a_whole_row_gives_the_unmasked_weights():
+    doc = attnlab.fully_masked_rows.__doc__
+    assert "uniformly" not in doc and "unmasked" in doc
+    scores = torch.randn(1, 5, dtype=torch.float64)
+    masked = attnlab.softmax(scores + torch.full((1, 5), -1e4, dtype=torch.float64))
+    torch.testing.assert_close(masked, attnlab.softmax(scores))
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -float("inf")])
+def test_case_80_sdpa_non_finite_scale_raises(scale):
+    q = torch.randn(1, 3, 4)
+    with pytest.raises(ValueError, match="scale must be finite"):
+        attnlab.scaled_dot_product_attention(q, q, q, scale=scale)
+
+
+def test_case_81_sdpa_string_scale_names_scale():
+    q = torch.randn(1, 3, 4)
+    with pytest.raises(TypeError, match="scale must be a real number"):
+        attnlab.scaled_dot_product_attention(q, q, q, scale="0.5")
+    with pytest.raises(ValueError, match="dropout_p"):
+        attnlab.scaled_dot_product_attention(q, q, q, dropout_p="0.1")
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_case_84_nan_or_inf_in_q_k_v_names_the_tensor(where, bad):
+    t = {n: torch.randn(1, 3, 4) for n in "qkv"}
+    t[where][0, 1, 2] = bad
+    with pytest.raises(ValueError, match=f"scaled_dot_product_attention: {where} "):
+        attnlab.scaled_dot_product_attention(t["q"], t["k"], t["v"])
+    with pytest.raises(ValueError, match=f"attend: {where} "):
+        attnlab.attend(t["q"], t["k"], t["v"])
+
+
+def test_case_222_fully_masked_row_is_zero_as_in_torch_sdpa():
+    q, k, v = torch.randn(1, 3, 4), torch.randn(1, 5, 4), torch.randn(1, 5, 2)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    ours, _ = attnlab.scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, mask))
+    doc = attnlab.scaled_dot_product_attention.__doc__
+    assert "(PyTorch gives NaN)" not in doc and "nn.MultiheadAttention" in doc
+
+
+# ------------------------------------------------------------ MultiHeadAttention (90-114)
+def _pair(D=8, H=2, seed=0):
+    torch.manual_seed(seed)
+    ref = nn.MultiheadAttention(D, H, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_bias.normal_()
+        ref.out_proj.bias.normal_()
+    return ref, attnlab.MultiHeadAttention(D, H).load_torch(ref).eval()
+
+
+def test_case_90_mha_float_sizes_raise_type_error():
+    with pytest.raises(TypeError, match="d_model must be an int"):
+        attnlab.MultiHeadAttention(8.0, 2)
+    with pytest.raises(TypeError, match="n_heads must be an int"):
+        attnlab.MultiHeadAttention(8, 2.0)
+
+
+@pytest.mark.parametrize("kw", [{"kdim": 0}, {"kdim": -3}, {"vdim": 0}])
+def test_case_91_mha_kdim_vdim_below_one_raise(kw):
+    with pytest.raises(
+        ValueError, match=f"{next(iter(kw))} must be None or an int >= 1"
+    ):
+        attnlab.MultiHeadAttention(8, 2, **kw)
+    with pytest.raises(TypeError, match="kdim"):
+        attnlab.MultiHeadAttention(8, 2, kdim=3.0)
+
+
+def test_case_100_float_key_padding_mask_0_1_is_refused():
+    _, mine = _pair()
+    x = torch.randn(2, 5, 8)
+    kpm = torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]])  # 1 = real, 0 = pad
+    with pytest.raises(
+        ValueError, match="key_padding_mask is a float mask of 0s and 1s"
+    ):
+        mine(x, x, x, key_padding_mask=kpm)
+    with pytest.raises(ValueError, match="attn_mask is a float mask of 0s and 1s"):
+        mine(x, x, x, attn_mask=torch.ones(5, 5).triu(1))
+
+
+def test_case_100_float_key_padding_mask_is_added_as_in_torch():
+    ref, mine = _pair()
+    x = torch.randn(2, 5, 8)
+    bool_kpm = torch.tensor([[True, True, True, False, False], [True] * 5])
+    additive = torch.zeros(2, 5).masked_fill(~bool_kpm, float("-inf"))
+    out_b, w_b = mine(x, x, x, key_padding_mask=bool_kpm)
+    out_f, w_f = mine(x, x, x, key_padding_mask=additive)
+    torch.testing.assert_close(out_f, out_b)
+    torch.testing.assert_close(w_f, w_b)
+    bias = torch.randn(2, 5)  # any additive float mask: the same sum as PyTorch's
+    out_t, w_t = ref(x, x, x, key_padding_mask=bias)
+    out_m, w_m = mine(x, x, x, key_padding_mask=bias)
+    torch.testing.assert_close(out_m, out_t)
+    torch.testing.assert_close(w_m, w_t)
+
+
+def test_case_103_mask_as_a_list_names_the_argument():
+    _, mine = _pair()
+    x = torch.randn(2, 5, 8)
+    with pytest.raises(TypeError, match="key_padding_mask must be a torch.Tensor"):
+        mine(x, x, x, key_padding_mask=[[True] * 5] * 2)
+    with pytest.raises(TypeError, match="attn_mask must be a torch.Tensor"):
+        mine(x, x, x, attn_mask=[[True] * 5] * 5)
+    with pytest.raises(TypeError, match="key_padding_mask must be bool"):
+        mine(x, x, x, key_padding_mask=torch.ones(2, 5, dtype=torch.long))
+
+
+def test_case_105_pytorch_style_padding_mask_with_an_unpadded_sequence_warns():
+    _, mine = _pair()
+    x = torch.randn(2, 5, 8)
+    torch_style = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with pytest.warns(attnlab.MaskConventionWarning, match=r"sequence\(s\) \[0\]"):
+        mine(x, x, x, key_padding_mask=torch_style)
+
+
+def test_case_105_left_padded_batch_in_our_convention_is_silent(quiet):
+    _, mine = _pair()
+    x = torch.randn(3, 5, 8)
+    left = torch.tensor(
+        [[False, False, True, True, True], [True] * 5, [False] * 4 + [True]]
+    )
+    out, _ = mine(x, x, x, key_padding_mask=left)
+    assert out.isfinite().all()
+    mine(x, x, x, attn_mask=attnlab.causal_mask(5))  # a real causal mask too
+
+
+def test_case_105_empty_source_is_silent(quiet):
+    _, mine = _pair()
+    q, kv = torch.randn(2, 4, 8), torch.randn(2, 0, 8)
+    out, w = mine(q, kv, kv, key_padding_mask=torch.ones(2, 0, dtype=torch.bool))
+    assert out.shape == (2, 4, 8) and w.shape == (2, 4, 0)
+
+
+def test_case_108_mha_accepts_pytorch_3d_attn_mask_layout():
+    ref, mine = _pair()
+    x = torch.randn(2, 4, 8)
+    m = torch.randn(2 * 2, 4, 4)  # (B*H, T, S), float: the same meaning in both
+    torch.testing.assert_close(
+        mine(x, x, x, attn_mask=m)[0], ref(x, x, x, attn_mask=m)[0]
+    )
+    with pytest.raises(
+        ValueError, match=r"3-D attn_mask must be \(B, T, S\).*\(B\*H, T, S\)"
+    ):
+        mine(x, x, x, attn_mask=torch.zeros(3, 4, 4))
+    with pytest.raises(ValueError, match="attn_mask of shape"):
+        mine(x, x, x, attn_mask=torch.zeros(4, 5))
+
+
+def test_case_110_pytorch_style_causal_mask_warns():
+    _, mine = _pair()
+    x = torch.randn(2, 4, 8)
+    triu = torch.ones(4, 4, dtype=torch.bool).triu(1)  # PyTorch: True = blocked
+    with pytest.warns(attnlab.MaskConventionWarning, match=r"triu\(\.\.\., 1\)"):
+        mine(x, x, x, attn_mask=triu)
+    with pytest.warns(attnlab.MaskConventionWarning, match="query rows with no key"):
+        mine(x, x, x, attn_mask=torch.zeros(4, 4, dtype=torch.bool))
+    layer = attnlab.TransformerEncoderLayer(8, 2, 16, 0.0)
+    with pytest.warns(attnlab.MaskConventionWarning, match="triu"):
+        layer(x, src_mask=triu)
+
+
+def test_case_114_mha_with_no_keys_equals_torch():
+    ref, mine = _pair()
+    q, kv = torch.randn(2, 3, 8), torch.randn(2, 0, 8)
+    out_t, w_t = ref(q, kv, kv)
+    out_m, w_m = mine(q, kv, kv)
+    assert w_m.shape == w_t.shape == (2, 3, 0)
+    torch.testing.assert_close(out_m, out_t)
+
+
+def test_mha_nan_in_query_names_query():
+    _, mine = _pair()
+    x = torch.randn(2, 4, 8)
+    bad = x.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="query contains NaN"):
+        mine(bad, x, x)
+    with pytest.raises(TypeError, match="value must be a floating-point"):
+        mine(x, x, x.long())
+
+
+# ------------------------------------------------------------ transformer (120-140)
+def test_case_120_encoder_layer_on_2d_input_names_src():
+    layer = attnlab.TransformerEncoderLayer(8, 2, 16)
+    with pytest.raises(ValueError, match="src must be batch-first"):
+        layer(torch.randn(5, 8))
+    dec = attnlab.TransformerDecoderLayer(8, 2, 16)
+    with pytest.raises(ValueError, match="memory must be batch-first"):
+        dec(torch.randn(1, 5, 8), torch.randn(5, 8))
+
+
+def test_case_127_copy_from_torch_refuses_the_other_layer_type():
+    enc = attnlab.TransformerEncoderLayer(8, 2, 16)
+    with pytest.raises(TypeError, match="nn.TransformerEncoderLayer"):
+        attnlab.copy_from_torch(enc, nn.TransformerDecoderLayer(8, 2, 16))
+    dec = attnlab.TransformerDecoderLayer(8, 2, 16)
+    with pytest.raises(TypeError, match="nn.TransformerDecoderLayer"):
+        attnlab.copy_from_torch(dec, nn.TransformerEncoderLayer(8, 2, 16))
+
+
+def _lm():
+    cfg = attnlab.TransformerConfig(
+        tgt_vocab=10, d_model=8, n_heads=2, d_ff=16, max_len=12
+    )
+    return attnlab.TransformerLM(cfg).eval()
+
+
+@pytest.mark.parametrize("bad", [10, -1, 40000])
+def test_case_130_lm_ids_out_of_the_vocabulary(bad):
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 10\)"):
+        _lm()(torch.tensor([[1, bad]]))
+
+
+def test_case_132_lm_on_1d_ids_names_ids():
+    with pytest.raises(ValueError, match=r"ids must be token ids \(B, T\)"):
+        _lm()(torch.tensor([1, 2, 3]))
+    with pytest.raises(TypeError, match="integer token ids"):
+        _lm()(torch.tensor([[1.0, 2.0]]))
+
+
+@pytest.mark.parametrize("t", [-1.0, float("nan"), float("inf")])
+def test_case_136_generate_bad_temperature(t):
+    with pytest.raises(ValueError, match="temperature"):
+        _lm().generate(torch.tensor([[1, 2]]), 3, temperature=t)
+
+
+def _s2s():
+    cfg = attnlab.TransformerConfig(
+        src_vocab=12, tgt_vocab=12, d_model=8, n_heads=2, d_ff=16
+    )
+    return attnlab.Seq2SeqTransformer(cfg).eval()
+
+
+def test_case_138_empty_source_runs_without_a_convention_warning(quiet):
+    model = _s2s()
+    src = torch.tensor([[5, 6, 7]])
+    ids, _ = model.greedy(src, src_lengths=[0], max_len=4)
+    assert ids.shape[0] == 1
+    out = model(
+        torch.tensor([[5, 6, 0], [5, 6, 7]]), torch.tensor([[1, 4], [1, 4]]), [0, 3]
+    )
+    assert out.isfinite().all()
+
+
+def test_case_140_beam_with_a_batch_says_it_takes_one_source():
+    with pytest.raises(ValueError, match=r"src must be token ids \(S,\), got \(1, 3\)"):
+        _s2s().beam(torch.tensor([[3, 4, 5]]), beam_size=2, max_len=3)
+
+
+# ------------------------------------------------------------- positional (142-149)
+@pytest.mark.parametrize(
+    "module",
+    [attnlab.SinusoidalPositionalEncoding(8), attnlab.LearnedPositionalEncoding(8)],
+)
+def test_case_142_143_149_offset_must_be_a_non_negative_int(module):
+    x = torch.zeros(1, 3, 8)
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        module(x, offset=-1)
+    with pytest.raises(TypeError, match="offset must be an int"):
+        module(x, offset=2.5)
+    torch.testing.assert_close(module(x, offset=2), module(torch.zeros(1, 5, 8))[:, 2:])
+
+
+def test_case_147_sinusoidal_base_nan_raises():
+    for base in (float("nan"), float("inf"), 1.0):
+        with pytest.raises(ValueError, match="base must be finite and > 1"):
+            attnlab.sinusoidal_encoding(3, 8, base=base)
+    with pytest.raises(ValueError, match="offset"):
+        attnlab.apply_rotary(torch.randn(3, 4), offset=-2)
+
+
+# --------------------------------------------------------------- masking (152-155)
+def test_case_152_causal_mask_float_size_names_it():
+    with pytest.raises(TypeError, match="causal_mask: T must be an int"):
+        attnlab.causal_mask(3.5)
+    with pytest.raises(TypeError, match="causal_mask: S must be an int"):
+        attnlab.causal_mask(3, 2.0)
+
+
+def test_case_154_padding_mask_float_lengths_raise():
+    with pytest.raises(TypeError, match="lengths must be integers"):
+        attnlab.padding_mask([2.5, 1.0])
+
+
+def test_case_155_padding_mask_of_no_lengths_is_empty():
+    assert attnlab.padding_mask([]).shape == (0, 0)
+    assert attnlab.padding_mask([], 4).shape == (0, 4)
+
+
+def test_float_mask_with_nan_names_the_mask():
+    q = torch.randn(1, 3, 4)
+    m = torch.zeros(3, 3)
+    m[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="mask is a float mask .* NaN"):
+        attnlab.scaled_dot_product_attention(q, q, q, m)
+
+
+# ------------------------------------------------------------ structured (175-181)
+def test_case_175_infeasible_chain_raises():
+    unary = torch.randn(2, 4, 3, dtype=torch.float64)
+    transition = torch.full((3, 3), float("-inf"), dtype=torch.float64)
+    with pytest.raises(
+        ValueError, match=r"no labelling has a finite score in example\(s\) \[0, 1\]"
+    ):
+        linear_chain_marginals(unary, transition)
+    unary[1, 2] = float("-inf")  # one position with no possible state
+    with pytest.raises(ValueError, match=r"example\(s\) \[1\]"):
+        linear_chain_marginals(unary, torch.zeros(3, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_case_176_half_precision_crf_is_computed_in_float32(dtype):
+    g = torch.Generator().manual_seed(0)
+    unary = torch.randn(4, 12, 3, generator=g).to(dtype)
+    transition = torch.randn(3, 3, generator=g).to(dtype)
+    got = linear_chain_marginals(unary, transition)
+    assert got.dtype == dtype
+    ref = linear_chain_marginals(unary.double(), transition.double())
+    eps = torch.finfo(dtype).eps  # only the final rounding to 16 bits remains
+    torch.testing.assert_close(got.double(), ref, atol=eps, rtol=0)
+
+
+def test_case_181_segmentation_marginals_empty():
+    assert segmentation_marginals(torch.empty(2, 0), torch.zeros(2, 2)).shape == (2, 0)
+    assert segmentation_marginals(torch.empty(0, 5), torch.zeros(2, 2)).shape == (0, 5)
+
+
+# ------------------------------------------------------------ normmax / entmax extras
+def test_sparse_mappings_take_entmax_k():
+    x = torch.randn(3, 50, dtype=torch.float64)
+    for fn in (attnlab.sparsemax, attnlab.entmax15):
+        ref = fn(x)
+        for k in (1, 2, 7, 50, 500):
+            torch.testing.assert_close(fn(x, -1, k), ref)
+        with pytest.raises(ValueError, match="k must be"):
+            fn(x, -1, 0)
+        with pytest.raises(TypeError, match="k must be"):
+            fn(x, -1, 2.0)
+
+
+def test_entmax_bisect_alpha_one_is_softmax_and_differentiable():
+    x = torch.randn(3, 5, dtype=torch.float64)
+    torch.testing.assert_close(attnlab.entmax_bisect(x, 1.0), torch.softmax(x, -1))
+    a = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    xr = x.clone().requires_grad_()
+    assert torch.autograd.gradcheck(attnlab.entmax_bisect, (xr, a))
+    # the alpha-gradient at 1 is the limit of those around it
+    g = torch.randn(3, 5, dtype=torch.float64)
+
+    def dalpha(alpha):
+        al = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+        (attnlab.entmax_bisect(x, al) * g).sum().backward()
+        return al.grad.item()
+
+    assert math.isclose(dalpha(1.0), (dalpha(1.001) + dalpha(0.999)) / 2, rel_tol=1e-3)
