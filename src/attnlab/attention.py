@@ -84,6 +84,11 @@ def check_qkv(q, k, v, fn: str) -> None:
             f"{fn}: k and v must have the same number of keys S, got k "
             f"{tuple(k.shape)} and v {tuple(v.shape)}"
         )
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not t.is_floating_point():
+            raise TypeError(
+                f"{fn}: {name} must be a floating-point tensor, got {t.dtype}"
+            )
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"{fn}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
 
