@@ -505,3 +505,12 @@ def test_entmax_bisect_alpha_one_is_softmax_and_differentiable():
         return al.grad.item()
 
     assert math.isclose(dalpha(1.0), (dalpha(1.001) + dalpha(0.999)) / 2, rel_tol=1e-3)
+
+
+def test_probe_rerun_script_finds_no_defect_in_this_issues_files(capsys):
+    from tools import probe_rerun
+
+    probe_rerun.main([])
+    out = capsys.readouterr().out
+    mine = [line for line in out.splitlines() if "[i22]" in line]
+    assert len(mine) == 45 and all(" OK " in line for line in mine), out

@@ -14,6 +14,7 @@ same way.
 
 Masks: boolean ``True`` = may attend (as ``F.scaled_dot_product_attention``);
 ``nn.MultiheadAttention`` reads a boolean mask the other way round (``True`` = blocked).
+A float mask is added to the scores in every one of these, never flipped.
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def scaled_dot_product_attention(
         (batch, head) dimensions broadcast.
     attn_mask : optional, broadcastable to (..., T, S). Boolean ``True`` = may attend,
         as in PyTorch's function (``nn.MultiheadAttention`` reads a boolean mask the
-        other way round); a float mask is added to the scaled scores.
+        other way round); a float mask is added to the scaled scores, as in both of
+        PyTorch's (float masks are never flipped).
     dropout_p : dropout probability on the weights, applied whenever > 0 (as PyTorch's
         function; pass ``0.0`` at evaluation time).
     is_causal : query ``i`` attends keys ``0..i`` (top-left triangle, any S); cannot be

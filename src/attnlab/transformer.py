@@ -14,7 +14,8 @@ decoder's encoder–decoder attention is ``cross_attn``; PyTorch calls it
 The decoder layer has a third sub-block between the two: cross-attention from the
 decoder's queries to the encoder output (``memory``) as keys and values, with ``norm2``;
 its FFN uses ``norm3``. Masks follow attnlab: boolean ``True`` = may attend (PyTorch's
-layers take the opposite boolean convention). Shapes: batch-first, B batch, T target
+layers take the opposite boolean convention); float masks are added to the scores in
+both libraries and mean the same thing. Shapes: batch-first, B batch, T target
 (query) positions, S source positions, D model width.
 
 Constructors take PyTorch's order: ``TransformerEncoderLayer(d_model, n_heads,
