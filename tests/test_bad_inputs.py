@@ -514,3 +514,28 @@ def test_probe_rerun_script_finds_no_defect_in_this_issues_files(capsys):
     out = capsys.readouterr().out
     mine = [line for line in out.splitlines() if "[i22]" in line]
     assert len(mine) == 45 and all(" OK " in line for line in mine), out
+
+
+# ------------------------------------------------ further inputs of the same kinds
+def test_more_arguments_are_named():
+    mha = attnlab.MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match="nn.MultiheadAttention"):
+        mha.load_torch(nn.Linear(8, 8))
+    with pytest.raises(ValueError, match="d_ff must be >= 1"):
+        attnlab.TransformerEncoderLayer(8, 2, -1)
+    with pytest.raises(ValueError, match="layer_norm_eps"):
+        attnlab.TransformerEncoderLayer(8, 2, 16, 0.1, "relu", -1.0)
+    with pytest.raises(ValueError, match=r"prompt must be token ids \(B, T0\)"):
+        _lm().generate(torch.tensor([1, 2]), 2)
+    with pytest.raises(TypeError, match="to_additive expects a boolean tensor"):
+        attnlab.to_additive([True])
+    with pytest.raises(ValueError, match="mask_value"):
+        attnlab.to_additive(torch.ones(2, dtype=torch.bool), float("nan"))
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
+def test_hard_attention_on_empty_scores(shape):
+    from attnlab.structured import GumbelSoftmax, ReinforceSample
+
+    for module in (GumbelSoftmax(), ReinforceSample()):
+        assert module(torch.empty(shape)).shape == shape

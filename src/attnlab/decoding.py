@@ -206,6 +206,16 @@ def generate(
         raise ValueError(
             f"temperature must be finite and >= 0 (0 = greedy), got {temperature}"
         )
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2:
+        shape = (
+            tuple(prompt.shape) if isinstance(prompt, torch.Tensor) else type(prompt)
+        )
+        raise ValueError(
+            f"prompt must be token ids (B, T0), got {shape}; add a batch dimension "
+            "with prompt[None]"
+        )
+    if prompt.is_floating_point() or prompt.dtype == torch.bool:
+        raise TypeError(f"prompt must be integer token ids, got {prompt.dtype}")
     ids = prompt  # (B, T0)
     for _ in range(n_new):
         logp = step(ids)  # (B, t) -> (B, V)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import numbers
 import operator
 import warnings
@@ -125,8 +126,19 @@ def to_additive(mask: torch.Tensor, mask_value: float = float("-inf"), dtype=Non
     finite stand-in such as the ``-10000`` of early BERT code, which is *not* always
     enough (scaled-up scores, float16).
     """
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"to_additive expects a boolean tensor, got {type(mask).__name__}"
+        )
     if mask.dtype != torch.bool:
         raise TypeError(f"to_additive expects a boolean mask, got dtype {mask.dtype}")
+    if isinstance(mask_value, bool) or not isinstance(mask_value, numbers.Real):
+        raise TypeError(f"to_additive: mask_value must be a number, got {mask_value!r}")
+    if math.isnan(mask_value) or mask_value > 0:
+        raise ValueError(
+            f"to_additive: mask_value must be -inf or a large negative number, got "
+            f"{mask_value}"
+        )
     dtype = dtype or torch.get_default_dtype()
     if not dtype.is_floating_point:
         raise TypeError(f"to_additive: dtype must be a float type, got {dtype}")
@@ -144,6 +156,10 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
     """Raise a clear error unless ``mask`` broadcasts to ``scores`` (..., T, S)."""
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(
+            f"check_mask: scores must be a torch.Tensor, got {type(scores)}"
+        )
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise TypeError(
             f"{name} must be bool (True = may attend) or float (added), got {mask.dtype}"

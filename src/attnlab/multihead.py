@@ -289,6 +289,10 @@ class MultiHeadAttention(nn.Module):
         kdim = vdim = D (else ``q/k/v_proj_weight``); ``out_proj`` is ``w_o``. Its
         boolean masks mean the opposite of ours: pass ``~mask`` to one of the two.
         """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(
+                f"load_torch takes an nn.MultiheadAttention, got {type(mha).__name__}"
+            )
         if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads):
             raise ValueError(
                 f"shape mismatch: torch module has embed_dim={mha.embed_dim}, "

@@ -299,6 +299,8 @@ class GumbelSoftmax(nn.Module):
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
         _check_scores(scores, "GumbelSoftmax")
+        if scores.numel() == 0:  # no key or no row: nothing to sample
+            return torch.zeros_like(scores)
         dead = _dead_rows(scores)  # (..., 1)
         safe = scores.masked_fill(dead, 0.0)  # a dead row would give NaN
         if self.training:
@@ -343,6 +345,8 @@ class ReinforceSample(nn.Module):
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
         _check_scores(scores, "ReinforceSample")
+        if scores.numel() == 0:  # no key or no row: nothing to sample
+            return torch.zeros_like(scores)
         dead = _dead_rows(scores)  # (..., 1)
         safe = scores.masked_fill(dead, 0.0)
         dist = torch.distributions.Categorical(logits=safe)

@@ -109,8 +109,27 @@ class TransformerEncoderLayer(nn.Module):
         norm_first: bool = False,
     ):
         super().__init__()
+        name = type(self).__name__
+        if isinstance(d_ff, bool) or not isinstance(d_ff, int):
+            raise TypeError(f"{name}: d_ff must be an int >= 1, got {d_ff!r}")
+        if d_ff < 1:
+            raise ValueError(f"{name}: d_ff must be >= 1, got {d_ff}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+            raise TypeError(
+                f"{name}: dropout must be a float in [0, 1), got {dropout!r}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if isinstance(layer_norm_eps, bool) or not isinstance(
+            layer_norm_eps, (int, float)
+        ):
+            raise TypeError(
+                f"{name}: layer_norm_eps must be a float > 0, got {layer_norm_eps!r}"
+            )
+        if not 0 < layer_norm_eps < float("inf"):
+            raise ValueError(
+                f"{name}: layer_norm_eps must be finite and > 0, got {layer_norm_eps}"
+            )
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.linear1 = nn.Linear(d_model, d_ff)  # D -> d_ff
         self.dropout = nn.Dropout(dropout)  # inside the FFN
