@@ -7,6 +7,24 @@ width, Dh head width. Masks: boolean ``True`` = may attend.
 
 Each module's public names (its ``__all__``) are re-exported here, so chapters write
 ``attnlab.sparsemax(x)`` or ``attnlab.MultiHeadAttention(...)``.
+
+Differences from PyTorch and ``entmax`` under the same names (everything else, argument
+order and defaults included, is theirs):
+
+* boolean masks: ``True`` = may attend everywhere (as ``F.scaled_dot_product_attention``);
+  ``nn.MultiheadAttention`` and ``nn.Transformer*`` read ``True`` as blocked. Float masks
+  are added to the scores in both and never flipped; ``MultiHeadAttention`` refuses a 0/1
+  float mask and warns (``MaskConventionWarning``) on a boolean mask with a row that
+  blocks every key;
+* ``scaled_dot_product_attention`` returns ``(out, weights)``; a query with no key gets
+  zeros (so does ``F.scaled_dot_product_attention``; ``nn.MultiheadAttention`` gives NaN);
+  NaN/inf inputs and a non-finite ``scale`` raise;
+* ``softmax``/``Softmax`` give zeros on all ``-inf`` rows (PyTorch: NaN) and raise on
+  NaN/+inf; ``argmax`` returns one-hot weights;
+* ``is_causal`` is a mask of its own in attnlab's MultiHeadAttention and layers (combined
+  with any other mask); in PyTorch's it is a hint that needs the mask too;
+* ``entmax_bisect`` picks its iterations from the dtype (``n_iter=None``) and always
+  renormalises; ``alpha = 1`` is softmax exactly (the package divides by zero there).
 """
 
 from __future__ import annotations
