@@ -24,7 +24,8 @@ order and defaults included, is theirs):
 * ``is_causal`` is a mask of its own in attnlab's MultiHeadAttention and layers (combined
   with any other mask); in PyTorch's it is a hint that needs the mask too;
 * ``entmax_bisect`` picks its iterations from the dtype (``n_iter=None``) and always
-  renormalises; ``alpha = 1`` is softmax exactly (the package divides by zero there).
+  renormalises; ``alpha = 1`` is softmax exactly (entmax 1.3 returns uniform weights
+  there: its bisection does not work at alpha = 1, as its docstring warns).
 """
 
 from __future__ import annotations
