@@ -31,6 +31,7 @@ settings.register_profile(
     max_examples=30,
     deadline=None,
     derandomize=True,
+    database=None,  # nothing written into the repository
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = settings.get_profile("attnlab")
