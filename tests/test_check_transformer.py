@@ -1,12 +1,17 @@
-"""Chapter 7 checks pass the library, fail wrong answers, and report stubs."""
+"""The chapter 7 checks pass the chapter's answers, and fail the wrong answers students
+write with a hint that names the bug."""
 
 from __future__ import annotations
+
+import math
+import re
 
 import pytest
 import torch
 
 import attnlab
 from attnlab.check import CheckFailed
+from attnlab.check import transformer as module
 
 
 @pytest.fixture(autouse=True)
@@ -14,68 +19,99 @@ def strict(monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
 
 
-def good_mask(lengths, T):
-    keys = attnlab.padding_mask(lengths, T)
-    return attnlab.causal_mask(T)[None] & keys[:, None, :]
+def fails_with(check, answer, pattern):
+    """The check rejects ``answer`` and its message matches ``pattern``."""
+    with pytest.raises(CheckFailed) as info:
+        check(answer)
+    assert re.search(pattern, str(info.value), re.DOTALL), str(info.value)
+
+
+def test_forbidden_lists_name_every_check_and_resolve():
+    assert set(module.FORBIDDEN) == set(module.__all__)
+    for names in module.FORBIDDEN.values():
+        for dotted in names:
+            mod, _, attr = dotted.rpartition(".")
+            assert hasattr(__import__(mod, fromlist=[attr]), attr), dotted
+
+
+# ----------------------------------------------------------------- decoder_self_mask
+def good_mask(lengths, T):  # the chapter's solution
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    real = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+    return causal[None] & real[:, None, :]
 
 
 def mask_pads_queries(lengths, T):  # masks padded rows instead of padded columns
-    rows = attnlab.padding_mask(lengths, T)
-    return attnlab.causal_mask(T)[None] & rows[:, :, None]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    return causal[None] & real[:, :, None]
 
 
 def mask_upper(lengths, T):  # future instead of past
-    keys = attnlab.padding_mask(lengths, T)
-    return attnlab.causal_mask(T).T[None] & keys[:, None, :]
+    return good_mask(lengths, T).transpose(-2, -1)
+
+
+def mask_strict(lengths, T):  # off by one: a token may not see itself
+    causal = torch.ones(T, T, dtype=torch.bool).tril(-1)
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    return causal[None] & real[:, None, :]
 
 
 def mask_as_float(lengths, T):
     return good_mask(lengths, T).float()
 
 
-def stub(*args):
-    raise NotImplementedError
+def mask_library(lengths, T):
+    keys = attnlab.padding_mask(lengths, T)
+    return attnlab.causal_mask(T)[None] & keys[:, None, :]
 
 
-CHECKS = [
-    (
-        attnlab.check.decoder_self_mask,
-        good_mask,
-        [mask_pads_queries, mask_upper, mask_as_float],
-    ),
-]
+def test_decoder_self_mask_check():
+    check = attnlab.check.decoder_self_mask
+    assert check(good_mask)
+    fails_with(check, mask_pads_queries, r"'padding'.*padded \*keys\* \(columns\)")
+    fails_with(check, mask_upper, r"no padding.*lower triangle")
+    fails_with(check, mask_strict, r"no padding.*itself included")
+    fails_with(check, mask_as_float, r"no padding.*bool tensor")
+    fails_with(check, mask_library, r"called attnlab\.masking\.padding_mask")
 
 
-@pytest.mark.parametrize("check, good, bads", CHECKS)
-def test_passes_library_and_fails_wrong(check, good, bads, capsys):
-    assert check(good)
-    assert "✅" in capsys.readouterr().out
-    for bad in bads:
-        with pytest.raises(CheckFailed, match="❌"):
-            check(bad)
+# ----------------------------------------------------------- label_smoothing_optimum
+def good_optimum(eps, V):  # the chapter's solution
+    p_gold, p_other = 1 - eps + eps / V, eps / V
+    loss = -p_gold * math.log(p_gold)
+    if p_other > 0:
+        loss -= (V - 1) * p_other * math.log(p_other)
+    return p_gold, loss
 
 
-@pytest.mark.parametrize("check, good, bads", CHECKS)
-def test_stub_is_pending(check, good, bads, capsys, monkeypatch):
-    monkeypatch.setenv("ATTNLAB_STRICT", "0")
-    assert not check(stub)
-    assert "not implemented yet" in capsys.readouterr().out
-
-
-# ------------------------------------------------------------- new chapter 7 checks
-def good_optimum(eps, V):
-    q = torch.full((V,), eps / V, dtype=torch.float64)
-    q[0] += 1 - eps
-    return q[0].item(), -(q * q.clamp_min(1e-300).log()).sum().item()
-
-
-def _optimum_one_hot(eps, V):  # "the best model is sure of the gold token"
+def optimum_one_hot(eps, V):  # "the best model is sure of the gold token"
     return 1.0, 0.0
 
 
-def good_pre_ln_decoder(layer, y, memory, memory_mask):
-    T = y.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+def optimum_forgets_gold_share(eps, V):  # 1 - eps on gold: the eps/V share missed
+    p_gold, p_other = 1 - eps, eps / (V - 1)
+    loss = -(1 - eps + eps / V) * math.log(p_gold)
+    if p_other > 0:
+        loss -= (V - 1) * (eps / V) * math.log(p_other)
+    return p_gold, loss
+
+
+def test_label_smoothing_check():
+    check = attnlab.check.label_smoothing_optimum
+    assert check(good_optimum)
+    fails_with(check, optimum_one_hot, r"eps=0\.1, V=15.*not 0")
+    fails_with(check, optimum_forgets_gold_share, r"eps=0\.1, V=15.*gold one included")
+    fails_with(check, lambda eps, V: 0.9, r"eps=0\.1, V=15.*entropy of q")
+
+
+# -------------------------------------------------------------- pre_ln_decoder_layer
+def _causal(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def good_pre_ln_decoder(layer, y, memory, memory_mask):  # the chapter's solution
+    causal = _causal(y.shape[1])
     h = layer.norm1(y)
     y = y + layer.self_attn(h, h, h, attn_mask=causal)[0]
     h = layer.norm2(y)
@@ -84,7 +120,15 @@ def good_pre_ln_decoder(layer, y, memory, memory_mask):
     return y + layer.linear2(layer.activation(layer.linear1(h)))
 
 
-def _pre_ln_decoder_no_causal(layer, y, memory, memory_mask):
+def pre_ln_decoder_post_order(layer, y, memory, memory_mask):  # the post-LN order
+    y = layer.norm1(y + layer.self_attn(y, y, y, attn_mask=_causal(y.shape[1]))[0])
+    y = layer.norm2(
+        y + layer.cross_attn(y, memory, memory, key_padding_mask=memory_mask)[0]
+    )
+    return layer.norm3(y + layer.linear2(layer.activation(layer.linear1(y))))
+
+
+def pre_ln_decoder_no_causal(layer, y, memory, memory_mask):
     h = layer.norm1(y)
     y = y + layer.self_attn(h, h, h)[0]
     h = layer.norm2(y)
@@ -93,19 +137,40 @@ def _pre_ln_decoder_no_causal(layer, y, memory, memory_mask):
     return y + layer.linear2(layer.activation(layer.linear1(h)))
 
 
-@pytest.mark.parametrize(
-    "check, good, bads",
-    [
-        (attnlab.check.label_smoothing_optimum, good_optimum, [_optimum_one_hot]),
-        (
-            attnlab.check.pre_ln_decoder_layer,
-            good_pre_ln_decoder,
-            [_pre_ln_decoder_no_causal],
-        ),
-    ],
-)
-def test_new_checks_pass_good_and_fail_bad(check, good, bads, check_separates):
-    check_separates(check, good, bads)
+def pre_ln_decoder_no_memory_mask(layer, y, memory, memory_mask):
+    causal = _causal(y.shape[1])
+    h = layer.norm1(y)
+    y = y + layer.self_attn(h, h, h, attn_mask=causal)[0]
+    h = layer.norm2(y)
+    y = y + layer.cross_attn(h, memory, memory)[0]
+    h = layer.norm3(y)
+    return y + layer.linear2(layer.activation(layer.linear1(h)))
+
+
+def pre_ln_decoder_relu(layer, y, memory, memory_mask):  # F.relu, not layer.activation
+    causal = _causal(y.shape[1])
+    h = layer.norm1(y)
+    y = y + layer.self_attn(h, h, h, attn_mask=causal)[0]
+    h = layer.norm2(y)
+    y = y + layer.cross_attn(h, memory, memory, key_padding_mask=memory_mask)[0]
+    h = layer.norm3(y)
+    return y + layer.linear2(torch.relu(layer.linear1(h)))
+
+
+def pre_ln_decoder_calls_layer(layer, y, memory, memory_mask):
+    return layer(y, memory, tgt_mask=_causal(y.shape[1]),
+                 memory_key_padding_mask=memory_mask)  # fmt: skip
+
+
+def test_pre_ln_decoder_check():
+    check = attnlab.check.pre_ln_decoder_layer
+    assert check(good_pre_ln_decoder)
+    fails_with(check, pre_ln_decoder_post_order, r"T=1.*no LayerNorm after")
+    fails_with(check, pre_ln_decoder_no_causal, r"T=4, no padding.*causal")
+    fails_with(check, pre_ln_decoder_no_memory_mask, r"padding.*key_padding_mask")
+    fails_with(check, pre_ln_decoder_relu, r"GELU.*layer\.activation")
+    fails_with(check, pre_ln_decoder_calls_layer, r"you called layer\(\.\.\.\) itself")
+    assert check(good_pre_ln_decoder)  # the layers' own forward is back afterwards
 
 
 def test_check_leaves_global_rng_alone():
@@ -114,3 +179,21 @@ def test_check_leaves_global_rng_alone():
     torch.manual_seed(123)
     attnlab.check.pre_ln_decoder_layer(good_pre_ln_decoder)
     assert torch.equal(torch.rand(3), a)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        attnlab.check.decoder_self_mask,
+        attnlab.check.label_smoothing_optimum,
+        attnlab.check.pre_ln_decoder_layer,
+    ],
+)
+def test_stub_is_pending(check, capsys, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+
+    def stub(*args):
+        raise NotImplementedError
+
+    assert not check(stub)
+    assert "not implemented yet" in capsys.readouterr().out

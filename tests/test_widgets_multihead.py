@@ -58,3 +58,21 @@ def test_slides_bug_view(T, H):
         assert all(len(ps) == T // H for ps in r["slides"])
     with pytest.raises(ValueError, match="T >= 1"):
         w.slides_bug_view(0, 2, show=False)
+
+
+def test_figures_fit_a_phone_and_carry_alt_text(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(w, "_show", lambda fig, alt: shown.append((fig, alt)))
+    r = w.head_view("all", w.SENTENCES[0], token=7, show=True)
+    w.slides_bug_view(6, 3, show=True)
+    w.slides_bug_view(5, 2, show=True)
+    assert len(shown) == 3
+    assert "'fruit'" in shown[0][1] and r["alt"] == shown[0][1]
+    assert "head 0 sees positions [0, 3]" in shown[1][1]
+    assert "RuntimeError" in shown[2][1]
+    for fig, _ in shown:
+        assert fig.get_size_inches()[0] <= 6.5
+        sizes = [t.get_fontsize() for t in fig.findobj(plt.Text) if t.get_text()]
+        assert min(sizes) >= 10, min(sizes)

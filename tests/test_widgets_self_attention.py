@@ -95,3 +95,20 @@ def test_widgets_build():
         widget = make()
         assert isinstance(widget, ipywidgets.interactive)
         assert len(widget.children) >= 4
+
+
+def test_figures_fit_a_phone_and_carry_alt_text(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from attnlab.widgets import self_attention as sa
+
+    shown = []
+    monkeypatch.setattr(sa, "_show", lambda fig, alt: shown.append((fig, alt)))
+    r = sa.attention_heatmap("she bears the pain", tied=True, show=True)
+    m = sa.mask_lab("-10000", 1e4, show=True)
+    assert [alt for _, alt in shown] == [r["alt"], m["alt"]]
+    assert f"{m['leaked']:.2f} of its weight" in m["alt"]
+    for fig, _ in shown:
+        assert fig.get_size_inches()[0] <= 6.5
+        sizes = [t.get_fontsize() for t in fig.findobj(plt.Text) if t.get_text()]
+        assert min(sizes) >= 10, min(sizes)

@@ -1,6 +1,6 @@
 """Chapter 7's warm-up experiment: post-LN vs pre-LN, with and without warm-up.
 
-    .venv/bin/python tools/experiments/ch07_warmup.py    # ~3 min alone on 2 cores
+    .venv/bin/python tools/experiments/ch07_warmup.py  # 1594 s here, on a shared machine
 
 Writes ``src/attnlab/results/ch07_warmup.json``, which the chapter loads and plots (the
 experiment takes minutes, too long for the page's budget). One thing changes at a time:
@@ -40,6 +40,39 @@ def config(dates, norm_first):
     )  # fmt: skip
 
 
+def cpu() -> str:
+    """The CPU and the kernels torch picks on it: runs like these, at a high learning
+    rate and without clipping, amplify rounding, so they repeat exactly only on the
+    same kind of CPU (the first dozens of steps agree anywhere)."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(ln.split(":", 1)[1].strip() for ln in f if "model name" in ln)
+    except (OSError, StopIteration):
+        pass
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
+
+
+def one_run(dates, val, lr, norm_first, warmup, seed, steps=STEPS):
+    """Train one setting from one seed; the record the results file keeps for it.
+
+    ``tests/test_results.py`` re-runs one of them and compares it with the file
+    (``steps`` < STEPS: only the first steps, which agree on any CPU).
+    """
+    torch.manual_seed(seed)
+    model = attnlab.Seq2SeqTransformer(config(dates, norm_first))
+    h = train.fit(
+        model, dates.stream(BATCH, seed=seed), steps=steps, lr=lr,
+        warmup=warmup, schedule=None, clip=None, seed=seed, quiet=True,
+    )  # fmt: skip
+    acc = train.evaluate(model, val, n=200, seed=1234)["accuracy"]
+    return dict(
+        ln="pre-LN" if norm_first else "post-LN", warmup=warmup, lr=lr,
+        seed=seed, losses=[round(x, 5) for x in h.losses],
+        final_loss=sum(h.losses[-10:]) / 10, val_exact=acc,
+    )  # fmt: skip
+
+
 def main():
     torch.set_num_threads(1)
     dates = data.make_task("date")  # training dates only
@@ -49,23 +82,12 @@ def main():
         for norm_first in (False, True):
             for warmup in WARMUPS:
                 for seed in SEEDS:
-                    torch.manual_seed(seed)
-                    model = attnlab.Seq2SeqTransformer(config(dates, norm_first))
-                    h = train.fit(
-                        model, dates.stream(BATCH, seed=seed), steps=STEPS, lr=lr,
-                        warmup=warmup, schedule=None, clip=None, seed=seed, quiet=True,
-                    )  # fmt: skip
-                    acc = train.evaluate(model, val, n=200, seed=1234)["accuracy"]
-                    run = dict(
-                        ln="pre-LN" if norm_first else "post-LN", warmup=warmup, lr=lr,
-                        seed=seed, losses=[round(x, 5) for x in h.losses],
-                        final_loss=sum(h.losses[-10:]) / 10, val_exact=acc,
-                    )  # fmt: skip
+                    run = one_run(dates, val, lr, norm_first, warmup, seed)
                     runs.append(run)
                     print(
                         f"lr {lr:g} {run['ln']:>7} warm-up {warmup:>2} seed {seed}: "
-                        f"loss {run['final_loss']:.3f}  val exact {acc:.1%}  "
-                        f"({time.perf_counter() - t0:.0f} s)",
+                        f"loss {run['final_loss']:.3f}  val exact "
+                        f"{run['val_exact']:.1%}  ({time.perf_counter() - t0:.0f} s)",
                         flush=True,
                     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -74,6 +96,7 @@ def main():
         schedule="linear warm-up, then constant", clip=None, optimizer="Adam (defaults)",
         model="2 + 2 layers, D=64, H=4, FFN 128, dropout 0", torch=torch.__version__,
         python=platform.python_version(), seconds=round(time.perf_counter() - t0),
+        cpu=cpu(),
     )  # fmt: skip
     OUT.write_text(json.dumps({"meta": meta, "runs": runs}) + "\n")
     print("wrote", OUT)

@@ -14,7 +14,21 @@ import torch
 
 from ._core import Case, run_check
 
-__all__ = ["grouped_query_attention", "finds_head_bugs", "torch_mha_with_our_masks"]
+__all__ = [
+    "grouped_query_attention",
+    "finds_head_bugs",
+    "torch_mha_with_our_masks",
+]
+
+# (not in __all__: every check module has one.)
+# check -> the library functions and classes its exercise asks the student to do
+# without (shared with the grader): PyTorch's own grouped-query path, a reference layer
+# in a test meant to need none, and attnlab's layer that the adapter must reproduce.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "grouped_query_attention": ("torch.nn.functional.scaled_dot_product_attention",),
+    "finds_head_bugs": ("torch.nn.MultiheadAttention",),
+    "torch_mha_with_our_masks": ("attnlab.multihead.MultiHeadAttention",),
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -65,7 +79,8 @@ def grouped_query_attention(fn) -> bool:
             mask = torch.ones(2, 1, T, S, dtype=torch.bool)
             mask[0, 0, 1] = False  # query 1 of sequence 0 may attend nothing
         hint = {
-            0: "with G = H every query head has its own key/value head",
+            0: "with G = H every query head has its own key/value head; scores "
+            "q @ kᵀ / √Dh of shape (B, H, T, S), softmax over the keys (dim=-1)",
             1: "query head h reads key/value head h // (H // G) — with G = 1 all "
             "heads share one (repeat_interleave k and v along dim 1)",
             2: "repeat k and v H // G times along the head axis "
@@ -78,7 +93,12 @@ def grouped_query_attention(fn) -> bool:
         cases.append(
             Case(label, (q, k, v), _reference_gqa(q, k, v, mask), hint, kwargs)
         )
-    return run_check("grouped_query_attention", fn, cases)
+    return run_check(
+        "grouped_query_attention",
+        fn,
+        cases,
+        forbid=FORBIDDEN["grouped_query_attention"],
+    )
 
 
 class _NoTransposeSplit(torch.nn.Module):
@@ -153,7 +173,9 @@ def finds_head_bugs(fn) -> bool:
     def compare(got, expected):
         return isinstance(got, (bool, torch.Tensor)) and bool(got) == expected
 
-    return run_check("finds_head_bugs", fn, cases, compare)
+    return run_check(
+        "finds_head_bugs", fn, cases, compare, forbid=FORBIDDEN["finds_head_bugs"]
+    )
 
 
 def _reference_torch_like_ours(torch_mha, x, attn_mask=None, key_padding_mask=None):
@@ -173,15 +195,24 @@ def torch_mha_with_our_masks(fn) -> bool:
     query with no key left (PyTorch returns NaN there when it also computes the
     weights; attnlab attends to nothing, so that row's output is ``out_proj.bias``).
     """
-    torch.manual_seed(0)
-    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).double().eval()
+    with torch.random.fork_rng():  # fixed weights, the caller's RNG left alone
+        torch.manual_seed(0)
+        mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).double().eval()
+        with torch.no_grad():  # PyTorch starts both biases at 0; an answer that
+            torch.nn.init.normal_(mha.in_proj_bias)  # returns 0 for the empty query
+            torch.nn.init.normal_(mha.out_proj.bias)  # must not pass by luck
     g = _gen(60)
     x = torch.randn(2, 4, 8, generator=g, dtype=torch.float64)
     keep = torch.tensor([[True, True, True, False], [True, True, False, False]])
     causal = torch.ones(4, 4, dtype=torch.bool).tril()
     strict = torch.ones(4, 4, dtype=torch.bool).tril(-1)  # row 0 attends nothing
     specs = [
-        ("no mask", {}, "no mask: call torch_mha(x, x, x, need_weights=False)[0]"),
+        (
+            "no mask",
+            {},
+            "no mask: self-attention is torch_mha(x, x, x)[0]: query, key and value "
+            "are all x",
+        ),
         (
             "padding (True = real token)",
             {"key_padding_mask": keep},
@@ -195,17 +226,25 @@ def torch_mha_with_our_masks(fn) -> bool:
         (
             "causal + padding",
             {"attn_mask": causal, "key_padding_mask": keep},
-            "flip both masks",
+            "both masks at once: flip each of them (~attn_mask, ~key_padding_mask)",
         ),
         (
             "row 0 may attend nothing",
             {"attn_mask": strict},
-            "with need_weights=True PyTorch gives NaN for a query with no key; "
-            "attnlab gives that query no attention, so its output is out_proj.bias",
+            "row 0 of every sequence may attend nothing: attnlab gives it zero "
+            "weights, so its output is out_proj.bias (not 0: the bias is not zero "
+            "here); PyTorch returns NaN there on some paths and 0 before out_proj on "
+            "others",
         ),
     ]
-    cases = [
-        Case(label, (mha, x), _reference_torch_like_ours(mha, x, **kw), hint, kw)
-        for label, kw, hint in specs
-    ]
-    return run_check("torch_mha_with_our_masks", fn, cases)
+    with torch.random.fork_rng():  # building the reference layer draws weights
+        cases = [
+            Case(label, (mha, x), _reference_torch_like_ours(mha, x, **kw), hint, kw)
+            for label, kw, hint in specs
+        ]
+    return run_check(
+        "torch_mha_with_our_masks",
+        fn,
+        cases,
+        forbid=FORBIDDEN["torch_mha_with_our_masks"],
+    )

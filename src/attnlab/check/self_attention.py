@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -21,12 +22,29 @@ __all__ = [
     "tied_log_normalisers",
 ]
 
+# (not in __all__: every check module has one.)
+# check -> the library functions its exercise asks the student to write themselves
+# (shared with the grader). Nothing in attnlab computes a softmax Jacobian or a log
+# normaliser, so those two exercises forbid nothing.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "softmax_jacobian_norm": (),
+    "strict_causal_padding_weights": (
+        "attnlab.mappings.softmax",
+        "attnlab.attention.scaled_dot_product_attention",
+        "attnlab.attention.attend",
+        "attnlab.masking.apply_mask",
+    ),
+    "tied_log_normalisers": (),
+}
+
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _reference_jacobian_norm(d_k, scaled, n, generator):
+@functools.cache  # deterministic, and the d_k = 256 draws are large
+def _reference_jacobian_norm(d_k, scaled, n, seed):
+    generator = _gen(seed)
     q = torch.randn(n, 1, d_k, generator=generator, dtype=torch.float64)
     k = torch.randn(n, 16, d_k, generator=generator, dtype=torch.float64)
     s = (q @ k.transpose(-2, -1)).squeeze(1)  # (n, 16)
@@ -42,32 +60,50 @@ def softmax_jacobian_norm(fn) -> bool:
 
     Over ``n`` random rows of 16 scores ``s_j = q·k_j`` (divided by √d_k when
     ``scaled``), entries of q and k standard normal. Random draws differ from the
-    reference's, so answers within 8 % pass (n = 4000 keeps the noise near 1 %).
+    reference's, so answers within a tolerance pass: 3 % where 20 reference runs with
+    n = 4000 spread by under 0.4 %, 5 % and 10 % for the unscaled d_k = 16 and 256,
+    whose estimates are noisier (up to 1.7 % and 4.7 % from the mean). The first case
+    (d_k = 1) fails the diagonal-only slip p(1 − p), which is 6 % low there.
     """
-    cases = []
+    jac = "J = diag(p) − p pᵀ is a 16 × 16 matrix per row (the off-diagonal −p_i p_j "
+    jac += "included), p = softmax over the row's 16 keys (dim=-1); take each J's "
+    jac += "Frobenius norm, then the mean over the n rows"
+    hints = {
+        (1, False): f"d_k = 1, unscaled: {jac}",
+        (1, True): f"d_k = 1, so √d_k = 1 and scaling changes nothing: {jac}",
+        (16, False): "d_k = 16, scaled=False: use the raw scores q·k, no division",
+        (16, True): "d_k = 16, scaled=True: divide the scores q·k by √d_k = 4 "
+        "before the softmax",
+        (256, False): "d_k = 256, scaled=False: the raw scores are large and most rows "
+        "nearly one-hot, so ‖J‖ is small",
+        (256, True): "d_k = 256, scaled=True: divide by √d_k = 16",
+    }
+    tol = {(16, False): 0.05, (256, False): 0.10}
+    cases, tols = [], {}
     for d_k in (1, 16, 256):
         for scaled in (False, True):
-            ref = _reference_jacobian_norm(d_k, scaled, 4000, _gen(500 + d_k))
-            hint = (
-                "J = diag(p) - p pᵀ for each row p = softmax(s); take the Frobenius "
-                "norm of each J, then the mean over the n rows"
-                if d_k == 1
-                else "divide the scores by √d_k only when scaled=True"
-            )
+            ref = _reference_jacobian_norm(d_k, scaled, 4000, 500 + d_k)
+            tols[ref] = tol.get((d_k, scaled), 0.03)
             cases.append(
                 Case(
                     f"d_k={d_k}, scaled={scaled}",
                     (d_k, scaled, 4000, _gen(900 + d_k)),
                     ref,
-                    hint,
+                    hints[d_k, scaled],
                 )
             )
 
     def compare(got, expected):
         got = float(got)
-        return math.isfinite(got) and abs(got - expected) <= 0.08 * expected + 1e-6
+        return math.isfinite(got) and abs(got - expected) <= tols[expected] * expected
 
-    return run_check("softmax_jacobian_norm", fn, cases, compare)
+    return run_check(
+        "softmax_jacobian_norm",
+        fn,
+        cases,
+        compare,
+        forbid=FORBIDDEN["softmax_jacobian_norm"],
+    )
 
 
 def _reference_strict_causal_padding(scores, lengths):
@@ -94,18 +130,35 @@ def strict_causal_padding_weights(fn) -> bool:
     s3 += torch.triu(torch.full((4, 4), 20000.0, dtype=torch.float64))  # and the future
     s4 = torch.randn(1, 1, 1, generator=g, dtype=torch.float64)
     s5 = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
+    rows = (
+        "query t may attend key s only if s < t (strictly earlier: the diagonal is "
+        "masked too) and s < lengths[b]; normalise over the keys (dim=-1); row 0 has "
+        "no allowed key and must be all zeros, not NaN"
+    )
     specs = [
-        ("lengths [4, 2]", s1, [4, 2], "allowed = (s < t) & (s < lengths[b])"),
-        ("scores × 1000", s2, [5, 3], "subtract the row max: exp overflows"),
+        ("lengths [4, 2]", s1, [4, 2], rows),
+        (
+            "scores × 1000",
+            s2,
+            [5, 3],
+            "scores in the thousands: subtract each row's max before exp (exp "
+            "overflows), or mask with -inf and use a stable softmax",
+        ),
         (
             "masked keys score 20000 higher",
             s3,
             [2],
-            "a finite mask value leaks here: use -inf (masked_fill), then turn "
-            "the empty rows' NaN into 0",
+            "the masked keys (padding and future) score 20000 above the allowed ones: "
+            "a finite mask value such as -10000 leaks here; use -inf (masked_fill), "
+            "then set the empty rows to 0",
         ),
         ("T = 1 (only an empty row)", s4, [1], "row 0 has no earlier key: all zeros"),
-        ("a sequence of length 0", s5, [3, 0], "length 0: every row is empty"),
+        (
+            "a sequence of length 0",
+            s5,
+            [3, 0],
+            "length 0: every row is empty, all zeros",
+        ),
     ]
     cases = [
         Case(
@@ -116,7 +169,12 @@ def strict_causal_padding_weights(fn) -> bool:
         )
         for label, s, n, hint in specs
     ]
-    return run_check("strict_causal_padding_weights", fn, cases)
+    return run_check(
+        "strict_causal_padding_weights",
+        fn,
+        cases,
+        forbid=FORBIDDEN["strict_causal_padding_weights"],
+    )
 
 
 def tied_log_normalisers(fn) -> bool:
@@ -126,11 +184,20 @@ def tied_log_normalisers(fn) -> bool:
     overflow (the last cases have scores in the thousands).
     """
     cases = []
-    specs = [
+    specs = [  # the second case has d_k != D: the scale is √d_k, not √D
         ("T=4, D=3, d_k=3", (4, 3, 3), (), 1.0),
-        ("a batch (B=2, T=3)", (3, 4, 4), (2,), 1.0),
+        ("a batch (B=2, T=3), D=4, d_k=2", (3, 4, 2), (2,), 1.0),
         ("length 1", (1, 3, 3), (), 1.0),
         ("X × 30: scores in the thousands", (5, 4, 2), (), 30.0),
+    ]
+    hints = [
+        "s = (XW)(XW)ᵀ / √d_k (d_k = W.shape[-1]), then log Σ_m exp(s_im) for each "
+        "row i",
+        "here d_k = W.shape[-1] = 2 but D = X.shape[-1] = 4: scale by √d_k; X has a "
+        "batch dimension, so transpose the last two axes (transpose(-2, -1))",
+        "T = 1: one score per row, log Z = that score",
+        "scores in the thousands: exp overflows to inf; torch.logsumexp(s, dim=-1) "
+        "does not",
     ]
     for i, (label, (T, D, dk), batch, mult) in enumerate(specs):
         g = _gen(700 + i)
@@ -140,10 +207,7 @@ def tied_log_normalisers(fn) -> bool:
         s = Q @ Q.transpose(-2, -1) / math.sqrt(dk)
         top = s.amax(-1, keepdim=True)
         ref = (top + (s - top).exp().sum(-1, keepdim=True).log()).squeeze(-1)
-        hint = (
-            "exp overflows: use torch.logsumexp(scores, dim=-1)"
-            if mult > 1
-            else "scores = (XW)(XW)ᵀ / √d_k, then log Σ exp over each row (dim=-1)"
-        )
-        cases.append(Case(label, (X, W), ref, hint))
-    return run_check("tied_log_normalisers", fn, cases)
+        cases.append(Case(label, (X, W), ref, hints[i]))
+    return run_check(
+        "tied_log_normalisers", fn, cases, forbid=FORBIDDEN["tied_log_normalisers"]
+    )

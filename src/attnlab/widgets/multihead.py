@@ -21,6 +21,7 @@ import torch
 
 from ..multihead import MultiHeadAttention
 from ..plotting import heatmap
+from ..plotting import show as _show
 
 __all__ = [
     "HEAD_NAMES",
@@ -114,8 +115,8 @@ def head_view(
     mha, x, tokens, vocab = handset_heads(sentence)
     if not 0 <= token < len(tokens):
         raise ValueError(f"token must be in 0..{len(tokens) - 1}, got {token}")
-    with torch.no_grad():
-        out, weights = mha(x, x, x)  # (1, T, D), (1, H, T, T)
+    with torch.no_grad():  # per-head weights: (1, T, D), (1, H, T, T)
+        out, weights = mha(x, x, x, average_attn_weights=False)
     weights = weights[0]  # (H, T, T)
     Dh, V = mha.d_head, len(vocab)
     brought = {
@@ -123,27 +124,41 @@ def head_view(
         for h, name in enumerate(HEAD_NAMES)
     }
     labels = [f"{t}·{i}" for i, t in enumerate(tokens)]
+    heads = HEAD_NAMES if head == "all" else [head]
+    looks = {
+        name: tokens[int(weights[HEAD_NAMES.index(name), token].argmax())]
+        for name in heads
+    }
+    alt = (
+        f"Attention weights of the hand-set head{'s' if len(heads) > 1 else ''} "
+        + ", ".join(f"'{n}'" for n in heads)
+        + f" on '{' '.join(tokens)}' (rows: queries, columns: keys), row {token} "
+        f"('{tokens[token]}') marked. That query looks most at: "
+        + ", ".join(f"{n} → '{t}'" for n, t in looks.items())
+        + "; it receives the words "
+        + ", ".join(f"{k} → {v}" for k, v in brought.items())
+        + "."
+    )
     if show:
-        heads = HEAD_NAMES if head == "all" else [head]
+        rows, cols = (2, 2) if len(heads) == 4 else (1, len(heads))
         fig, axes = plt.subplots(
-            1, len(heads), figsize=(4.6 * len(heads), 4.2), squeeze=False
-        )
-        for ax, name in zip(axes[0], heads):
-            heatmap(weights[HEAD_NAMES.index(name)], labels, labels, ax=ax, vmax=1.0)
+            rows, cols, figsize=(6.5, 6.5 * rows / cols if cols > 1 else 5.5),
+            squeeze=False,
+        )  # fmt: skip
+        for ax, name in zip(axes.flat, heads):
+            heatmap(weights[HEAD_NAMES.index(name)], labels, labels, ax=ax, vmax=1.0,
+                    annotate=False, xlabel="", ylabel="")  # fmt: skip
             ax.axhline(token, color="white", lw=0.8)
-            ax.set_title(f"head '{name}'")
-        fig.suptitle(
-            f"query '{tokens[token]}' (row {token}) receives: "
-            + ", ".join(f"{k} → {v}" for k, v in brought.items()),
-            fontsize=9,
-        )
+            ax.set_title(f"head '{name}'", fontsize=10)
+        fig.suptitle(f"rows: queries; row {token} is '{tokens[token]}'", fontsize=10)
         fig.tight_layout()
-        plt.show()
+        _show(fig, alt=alt)
     return {
         "tokens": tokens,
         "weights": weights,
         "attended": weights.argmax(-1),  # (H, T): the key each query looks at most
         "brought": brought,
+        "alt": alt,
     }
 
 
@@ -177,11 +192,11 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
     works = T % H == 0
     slides = [list(range(h, T, H)) for h in range(H)] if works else None
     if show:
-        fig, axes = plt.subplots(1, 2, figsize=(9, 0.35 * T + 1.8))
+        fig, axes = plt.subplots(1, 2, figsize=(6.5, 0.4 * T + 2.0))
         grid = torch.arange(T, dtype=torch.float32)[:, None].expand(T, H)
         for ax, seen, title in (
-            (axes[0], correct, "correct: every head sees all T positions"),
-            (axes[1], slides, "slides' code: head h sees positions h, h+H, ..."),
+            (axes[0], correct, "correct: all T\npositions per head"),
+            (axes[1], slides, "slides' code: head h\nsees h, h+H, ..."),
         ):
             img = torch.full((T, H), float("nan"))
             if seen is not None:
@@ -189,13 +204,15 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
                     img[positions, h] = grid[positions, h]
                     for r, i in enumerate(positions):  # head h sees position i as row r
                         color = "white" if i < T / 2 else "black"
-                        ax.text(h, i, f"row {r}", ha="center", va="center", color=color)
+                        ax.text(h, i, f"row {r}", ha="center", va="center", color=color,
+                                fontsize=10)  # fmt: skip
             ax.imshow(
                 img.numpy(), cmap="viridis", vmin=0, vmax=max(T - 1, 1), aspect="auto"
             )
-            ax.set_xticks(range(H), [f"head {h}" for h in range(H)])
+            ax.set_xticks(range(H), [str(h) for h in range(H)])
+            ax.set_xlabel("head")
             ax.set_yticks(range(T), [f"pos {i}" for i in range(T)])
-            ax.set_title(title, fontsize=9)
+            ax.set_title(title, fontsize=10)
             if seen is None:
                 ax.text(
                     (H - 1) / 2,
@@ -203,10 +220,23 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
                     f"RuntimeError:\nT={T} is not\ndivisible by H={H}",
                     ha="center",
                     va="center",
+                    fontsize=10,
                 )
         axes[0].set_ylabel("input position")
         fig.tight_layout()
-        plt.show()
+        if works:
+            what = "; ".join(f"head {h} sees positions {ps}" for h, ps in
+                             enumerate(slides))  # fmt: skip
+            what = (
+                f"with the slides' projections {what}, and the output has {T // H} rows"
+            )
+        else:
+            what = (
+                f"the slides' code raises a RuntimeError: {T} is not divisible by {H}"
+            )
+        _show(fig, alt=(
+            f"Which of T = {T} input positions each of H = {H} heads sees. Correct "
+            f"split: every head sees all {T}; {what}."))  # fmt: skip
     return {
         "correct": correct,
         "slides": slides,

@@ -22,6 +22,7 @@ import torch
 from ..mappings import softmax
 from ..masking import padding_mask, to_additive
 from ..plotting import heatmap
+from ..plotting import show as _show
 
 __all__ = [
     "FEATURES",
@@ -126,18 +127,27 @@ def attention_heatmap(
     if scaled:
         scores = scores / math.sqrt(k.shape[-1])
     weights = softmax(scores, dim=-1)  # (T, T)
+    k_text = "W_k = W_q (k_scale ignored)" if tied else f"k_scale={k_scale:g}"
+    alt = (
+        f"Scores and softmax weights of '{sentence}' with q_scale={q_scale:g}, "
+        f"{k_text}: the largest weight is {float(weights.max()):.2f}; the weights "
+        f"differ from their transpose by up to "
+        f"{float((weights - weights.T).abs().max()):.2f}, the scores by "
+        f"{float((scores - scores.T).abs().max()):.2f}."
+    )
     if show:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(6.5, 3.4))
         low = min(0.0, float(scores.min()))
-        heatmap(scores, tokens, tokens, ax=axes[0], vmin=low)
+        heatmap(scores, tokens, tokens, ax=axes[0], vmin=low, annotate=False)
         axes[0].set_title("scores (symmetric?)" if tied else "scores")
-        heatmap(weights, tokens, tokens, ax=axes[1], vmax=1.0)
-        axes[1].set_title("weights: each row sums to 1")
-        k_text = "W_k = W_q (k_scale ignored)" if tied else f"k_scale={k_scale:g}"
-        fig.suptitle(f"q_scale={q_scale:g}, {k_text}, tied={tied}")
+        heatmap(weights, tokens, tokens, ax=axes[1], vmax=1.0, annotate=False)
+        axes[1].set_title("weights")
+        axes[1].set_ylabel("")
+        fig.suptitle(f"q ×{q_scale:g}, {k_text}", fontsize=10)
         fig.tight_layout()
-        plt.show()
+        _show(fig, alt=alt)
     return {
+        "alt": alt,
         "tokens": tokens,
         "scores": scores,
         "weights": weights,
@@ -213,19 +223,32 @@ def mask_lab(
     weights = weights.float()
     real = torch.nan_to_num(weights, nan=0.0)[: T - 1 if mask_last_query else T]
     leaked = float(real[:, S - 2 :].sum(dim=-1).max())
+    nan = bool(torch.isnan(weights).any())
+    alt = (
+        f"Weights of {T} queries over {S - 2} real keys and 2 padding keys, mask "
+        f"{mask}, scores ×{score_scale:g}, {dtype}: the worst query puts {leaked:.2f} "
+        f"of its weight on the padding; NaN: {'yes' if nan else 'no'}."
+    )
     if show:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         labels = [f"k{j}" for j in range(S - 2)] + ["pad", "pad"]
-        heatmap(weights, labels, [f"q{i}" for i in range(T)], ax=ax, vmax=1.0)
+        heatmap(weights, labels, [f"q{i}" for i in range(T)], ax=ax, vmax=1.0,
+                annotate=False)  # fmt: skip
+        for i in range(T):
+            for j in range(S):
+                v = float(weights[i, j])
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=10,
+                        color="black" if v > 0.6 else "white")  # fmt: skip
         dead = f" (q{T - 1}: no key left)" if mask_last_query else ""
         ax.set_title(
             f"mask {mask}, scores ×{score_scale:g}, {dtype}: "
-            f"leak {leaked:.2f}, NaN: {bool(torch.isnan(weights).any())}{dead}",
+            f"leak {leaked:.2f}, NaN: {nan}{dead}",
             fontsize=10,
         )
         fig.tight_layout()
-        plt.show()
+        _show(fig, alt=alt)
     return {
+        "alt": alt,
         "weights": weights,
         "leaked": leaked,
         "has_nan": bool(torch.isnan(weights).any()),
