@@ -235,10 +235,13 @@ def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
     """Boolean ``(..., T, 1)``: ``True`` where every masked score of the row is ``-inf``.
 
     Such a query has nothing to attend to; attention gives it zero weights and a zero
-    output. (A finite stand-in such as ``-10000`` does not count: its row is not
-    detected. Added to every score of the row it shifts them all by the same amount,
-    so softmax gives that row the *unmasked* weights, as in PyTorch; only where the
-    stand-in blocks some keys and not others does it act as a mask.)
+    output. (A finite stand-in such as ``-10000`` is not detected: added to every
+    score of the row it shifts them all by one constant, which cancels in the
+    softmax, so in float32 the row gets the *unmasked* weights, and uniform ones only
+    where the constant swamps the precision, e.g. in float16. Only where the stand-in
+    blocks some keys and not others does it act as a mask.
+    ``F.scaled_dot_product_attention`` returns zeros for a row of ``-inf`` on a CPU, as
+    attnlab does.)
     """
     return torch.isneginf(scores).all(dim=-1, keepdim=True)
 

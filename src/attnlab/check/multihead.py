@@ -179,11 +179,13 @@ def finds_head_bugs(fn) -> bool:
 
 
 def _reference_torch_like_ours(torch_mha, x, attn_mask=None, key_padding_mask=None):
+    from ..masking import derived_masks
     from ..multihead import MultiHeadAttention
 
     D, H = torch_mha.embed_dim, torch_mha.num_heads
     ours = MultiHeadAttention(D, H).to(x.dtype).load_torch(torch_mha)
-    with torch.no_grad():
+    # The case with a query that may attend nothing is deliberate: no warning for it.
+    with torch.no_grad(), derived_masks():
         return ours(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask)[0]
 
 
