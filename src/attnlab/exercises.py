@@ -106,6 +106,8 @@ class Exercise:
     solution_cells: list[int] = field(default_factory=list)
     work_cells: list[int] = field(default_factory=list)  # the student's code cells
     checks: list[str] = field(default_factory=list)  # names after ``attnlab.check.``
+    # markdown cells after the box (not solutions): where written answers go
+    answer_cells: list[int] = field(default_factory=list)
 
 
 def _boxes(text: str) -> list[tuple[str, str, str, list[str]]]:
@@ -145,7 +147,11 @@ def find_exercises(nb) -> list[Exercise]:
     current: Exercise | None = None
     for i, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") == "markdown" and not is_solution(cell):
-            for label, title, body, classes in _boxes(cell_source(cell)):
+            boxes = _boxes(cell_source(cell))
+            if not boxes and current is not None:
+                named = cell.get("metadata", {}).get("attnlab", {}).get("exercise")
+                by_label.get(named, current).answer_cells.append(i)
+            for label, title, body, classes in boxes:
                 n = len(exercises) + 1
                 ex = Exercise(
                     label=label or f"exercise-{n}",
