@@ -159,9 +159,11 @@ def test_a_removed_check_or_box_is_refused():
 def test_packaged_masters_are_fresh_and_used_without_a_clone(tmp_path, monkeypatch):
     from attnlab.grade import masters
 
-    assert masters.load() == masters.build(ROOT / "chapters"), (
-        "src/attnlab/grade/masters.json is stale: python -m attnlab.grade.masters "
-        "chapters"
+    assert masters.load() == masters.build(
+        ROOT / "chapters", masters.editions_of(ROOT)
+    ), (
+        "src/attnlab/grade/masters.json is stale: python -m attnlab.grade.build_masters "
+        "chapters student"
     )
     monkeypatch.chdir(tmp_path)  # no chapters/ here
     path = _write(tmp_path, _student_edition(), "jane_doe_ch2.ipynb")
@@ -204,6 +206,19 @@ def test_a_written_exercise_and_its_answer_are_found():
     }
     (ex,) = exercises.find_exercises(nb)
     assert ex.check_cells == [] and ex.answer_cells == [2]
+
+
+def test_a_box_rendered_as_plain_markdown_is_read_from_its_metadata():
+    nb = _student_edition()
+    expected = [(e.label, e.check_cells) for e in exercises.find_exercises(nb)]
+    for ex in exercises.find_exercises(nb):
+        cell = nb["cells"][ex.box_cell]
+        cell["metadata"]["attnlab"] = {
+            "exercise_box": [{"label": ex.label, "title": ex.title, "classes": []}]
+        }
+        cell["source"] = f"**Exercise {ex.number} · {ex.title}**\n\n{ex.text}"
+    assert [(e.label, e.check_cells) for e in exercises.find_exercises(nb)] == expected
+    assert grade.integrity_problems(nb, _load(CHAPTER))[0] == []
 
 
 def test_a_repeated_check_and_extra_cells_are_allowed():

@@ -10,16 +10,15 @@
   that is not a solution, so the grader can tell the chapter's own cells (unchanged)
   from a student's.
 
-It is written by ``python -m attnlab.grade.masters chapters`` (``make`` runs it with the
-student edition) and a test fails when it is stale, so a grader installed from a wheel
-or ``pip install git+...`` grades without a clone of the repository.
+It is written by ``python -m attnlab.grade.build_masters chapters student`` (rerun it after
+changing a chapter or its student edition: a test fails when it is stale), so a grader
+installed from a wheel or ``pip install git+...`` grades without a clone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -38,8 +37,10 @@ def digest(source: str) -> str:
     return hashlib.sha256(normalise(source).encode()).hexdigest()[:32]
 
 
-def skeleton(nb) -> dict:
-    """The packaged form of one master notebook (see the module docstring)."""
+def skeleton(nb, editions: list | tuple = ()) -> dict:
+    """The packaged form of one master notebook (see the module docstring); the
+    digests also cover the cells of its ``editions`` (the student edition, whose setup
+    cell and rendered markdown differ from the master's; never one with solutions)."""
     cells = nb["cells"]
     keep = set()
     for i, cell in enumerate(cells[:4]):
@@ -61,7 +62,7 @@ def skeleton(nb) -> dict:
             }
         )
     kinds: dict[str, list[str]] = {"code": [], "markdown": []}
-    for cell in cells:
+    for cell in [c for n in (nb, *editions) for c in n["cells"]]:
         if not is_solution(cell) and cell.get("cell_type") in kinds:
             kinds[cell["cell_type"]].append(digest(cell_source(cell)))
     return {
@@ -72,11 +73,14 @@ def skeleton(nb) -> dict:
     }
 
 
-def build(folder: Path) -> dict:
-    return {
-        p.name: skeleton(json.loads(p.read_text()))
-        for p in sorted(Path(folder).glob("*.ipynb"))
-    }
+def build(folder: Path, editions: list[Path] = ()) -> dict:
+    """Skeletons of every notebook in ``folder``, with the digests of the same
+    notebook in each edition folder (``student/``)."""
+    out = {}
+    for p in sorted(Path(folder).glob("*.ipynb")):
+        copies = [json.loads((e / p.name).read_text()) for e in editions]
+        out[p.name] = skeleton(json.loads(p.read_text()), [c for c in copies if c])
+    return out
 
 
 def load() -> dict:
@@ -93,16 +97,15 @@ def as_notebook(entry: dict) -> dict:
     return {"cells": [dict(c, metadata=dict(c["metadata"])) for c in entry["cells"]]}
 
 
-def write(folder: Path, out: Path | None = None) -> Path:
+def write(folder: Path, editions: list[Path] = (), out: Path | None = None) -> Path:
     out = out or Path(__file__).with_name(DATA)
-    text = (
-        json.dumps(build(folder), indent=0, ensure_ascii=False, sort_keys=True) + "\n"
-    )
+    data = build(folder, editions)
+    text = json.dumps(data, indent=0, ensure_ascii=False, sort_keys=True) + "\n"
     if not out.exists() or out.read_text() != text:
         out.write_text(text)
     return out
 
 
-if __name__ == "__main__":
-    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "chapters")
-    print(f"wrote {write(folder)}")
+def editions_of(root: Path) -> list[Path]:
+    """The edition folders without solutions that the grader may be handed."""
+    return [d for d in [root / "student"] if d.is_dir()]
