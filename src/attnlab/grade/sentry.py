@@ -19,7 +19,7 @@ patched the library, wrote to the installed package or to the reports, ...).
   (HMAC-SHA256), and a sent message cannot be taken back, so a cell that tampers gets
   reported before its tampering takes effect;
 * a **profile function** (``sys.setprofile``), switched on by the hook while a
-  student's cell or a check runs. It keeps no state a cell could replace (its
+  published check cell runs (a student's own cells run under the hook alone). It keeps no state a cell could replace (its
   constants live in its code object: ``__code__`` is read-only to a notebook, since
   assigning it is an audited event) and forwards to the hook the calls it watches:
   the return of :func:`attnlab.check._core._call_answer` (the student's answer on one
@@ -156,8 +156,9 @@ def _profile_template(frame, event, arg):
         if frame.f_code is K[1]:
             K[2]("attnlab.sentry.answer", frame, arg)
     elif event == "c_call":
-        if arg in K[3]:
-            K[2]("attnlab.sentry.ccall", frame, arg)
+        for c in K[3]:  # by identity: a bound method of a list cannot be hashed
+            if arg is c:
+                K[2]("attnlab.sentry.ccall", frame, arg)
 
 
 def _make_profile(constants: tuple):
@@ -237,7 +238,10 @@ def install(  # noqa: C901
     roots = _trusted_roots()
     package = os.path.dirname(os.path.abspath(attnlab.__file__)) + "/"
     guarded = tuple(
-        sorted({package} | {os.path.abspath(p).rstrip("/") + "/" for p in protected})
+        sorted(
+            {package, *roots}
+            | {os.path.abspath(p).rstrip("/") + "/" for p in protected}
+        )
     )
     answer_code, forbidden, reference, all_check, c_forbidden = watched_codes(forbid)
     watched = frozenset(
@@ -254,6 +258,7 @@ def install(  # noqa: C901
     getframe = sys._getframe
     setprofile = sys.setprofile
     get_ident = _thread.get_ident
+    getpid = os.getpid
     lock = _thread.allocate_lock()
     dumps = json.dumps
     sendall = sock.sendall
@@ -460,19 +465,37 @@ def install(  # noqa: C901
             return False
         return (p + "/").startswith(guarded) or p.startswith("/proc/")
 
-    def hook(event, args):  # noqa: C901
+    def hook(event, args):
+        if event == "object.__getattr__" and args[1] == "f_code":
+            return  # the profile's own reads (a cell needs a frame first: audited)
         me = get_ident()
         if me in busy:
             return
-        if event == "object.__getattr__" and args[1] == "f_code":
-            return  # the profile's own reads (a cell needs a frame first: audited)
         busy.add(me)
         try:
+            blocked = watch(event, args)
+        except Exception as err:  # the hook must never break the notebook by mistake
+            blocked = None
+            try:
+                send("error", detail=f"{type_(err).__name__}: {err}")
+            except Exception:
+                pass
+        finally:
+            busy.discard(me)
+        if blocked:
+            # PEP 578: an exception from the hook stops the operation itself.
+            raise PermissionError(f"the grader does not allow this ({blocked})")
+
+    def block(what, name):
+        send("violation", what=what, name=name)
+        return name
+
+    def watch(event, args):  # noqa: C901
+        if True:  # (one indent level kept from when this was the hook's body)
             if event.startswith("attnlab.sentry."):
-                caller = getframe(1)
-                if caller.f_code is not profile.__code__:
-                    send("violation", what="tamper", name=f"forged {event}")
-                    return
+                caller = getframe(2)  # 0: watch, 1: hook, 2: who audited
+                if caller.f_code is not profile_code:
+                    return block("tamper", f"forged {event}")
                 if event == "attnlab.sentry.answer":
                     on_answer(args[0], args[1])
                 elif event == "attnlab.sentry.call":
@@ -494,12 +517,12 @@ def install(  # noqa: C901
                 op, given = args[0], args[1]
                 state["control"] += 1
                 if given != nonce(key, state["control"]):
-                    send("violation", what="tamper", name=f"forged grader control {op}")
-                    return
+                    return block("tamper", f"forged grader control {op}")
                 if op == "begin":
                     state["student"], state["check"] = True, bool(args[2])
                     state["checks"] = tuple(args[3])
-                    setprofile(profile)
+                    if state["check"]:  # the profile costs time: checks only
+                        setprofile(profile)
                     send("ack", op=op, nonce=given)
                 elif op == "end":
                     setprofile(None)
@@ -515,13 +538,13 @@ def install(  # noqa: C901
                     send("ack", op=op, nonce=given)
                 return
             if event in ("sys.setprofile", "sys.settrace"):
-                send("violation", what="tamper", name=event)
+                return block("tamper", event)
             elif event.startswith("gc.get_"):
-                send("violation", what="tamper", name=event)
+                return block("tamper", event)
+            elif event in ("os.kill", "os.killpg") and args[0] != getpid():
+                return block("tamper", f"{event} {args[0]}")
             elif event == "object.__setattr__" and args[1] in ("__code__",):
-                send(
-                    "violation", what="tamper", name=f"replaced a function's {args[1]}"
-                )
+                return block("tamper", f"replaced a function's {args[1]}")
             elif event == "open":
                 path, mode, flags = args
                 if path is not None and guarded_path(path):
@@ -529,32 +552,20 @@ def install(  # noqa: C901
                         c in str_(mode) for c in "wax+"
                     )
                     if writes or str_(fspath(path)).startswith("/proc/"):
-                        send(
-                            "violation", what="write", name=f"opened {path!s} ({mode})"
-                        )
+                        return block("write", f"opened {path!s} ({mode})")
             elif event in PATH_EVENTS:
                 if any(
                     guarded_path(a) for a in args[:2] if isinstance_(a, (str, bytes))
                 ):
-                    send("violation", what="write", name=f"{event} {args[0]!s}")
+                    return block("write", f"{event} {args[0]!s}")
             elif not state["student"]:
                 return
-            elif not student_on_stack(getframe(1)):
-                return  # library code at work (a traceback being formatted, ...)
             elif event in PROCESS_EVENTS or event.startswith("os.exec"):
-                send("violation", what="tamper", name=f"started a process ({event})")
-            elif event.startswith("ctypes."):
-                send("violation", what="tamper", name=f"used ctypes ({event})")
-            elif event in ("code.__new__",):
-                send("violation", what="tamper", name="built a code object")
-            elif (
-                event == "compile"
-                and isinstance_(args[1], str)
-                and args[1].startswith(roots)
-            ):
-                send("violation", what="tamper", name=f"compiled code as {args[1]}")
+                if student_on_stack(getframe(2)):
+                    return block("tamper", f"started a process ({event})")
             elif event == "socket.connect":
-                send("violation", what="tamper", name="opened a network connection")
+                if student_on_stack(getframe(2)):
+                    return block("tamper", "opened a network connection")
             elif state["check"] and (
                 event == "sys._getframe"
                 or (event == "object.__getattr__" and args[1] in FRAME_ATTRS)
@@ -564,15 +575,24 @@ def install(  # noqa: C901
                     code = found[0].f_code
                     where = f"{code.co_name} in {code.co_filename}:{found[0].f_lineno}"
                     send("violation", what="frames", name=f"{event}, from {where}")
-        except Exception as err:  # the hook must never break the notebook
-            try:
-                send("error", detail=f"{type_(err).__name__}: {err}")
-            except Exception:
-                pass
-        finally:
-            busy.discard(me)
+            elif trusted(getframe(2).f_code):
+                return  # library code at work (an import, a traceback printed, ...)
+            elif event.startswith("ctypes."):
+                return block("tamper", f"used ctypes ({event})")
+            elif event in ("code.__new__",):
+                return block("tamper", "built a code object")
+            elif (
+                event == "compile"
+                and isinstance_(args[1], str)
+                and args[1].startswith(roots)
+            ):
+                return block("tamper", f"compiled code as {args[1]}")
+            elif event == "marshal.loads":
+                return block("tamper", "loaded marshalled code")
+        return None
 
-    profile = _make_profile((watched, answer_code, audit, frozenset(c_watched)))
+    profile = _make_profile((watched, answer_code, audit, tuple(c_watched)))
+    profile_code = profile.__code__
     _core._GRADING = True
     snap[0] = snapshot()
     sys.addaudithook(hook)
