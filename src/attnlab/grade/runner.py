@@ -104,7 +104,10 @@ class Runner:
             interrupt_on_timeout=True,  # then _exec's error_on_timeout is the reply
             resources={"metadata": {"path": str(path.parent)}},
         )
-        self.env = {**os.environ, "ATTNLAB_STRICT": "0"}
+        # No bytecode written by the kernel: the sentry then refuses every write into
+        # the installed packages, __pycache__ included (a forged .pyc would be loaded
+        # by the next notebook's kernel).
+        self.env = {**os.environ, "ATTNLAB_STRICT": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         self.replay: list[tuple[int, bool]] = []  # cells that succeeded: re-run
         # after a restart (with whether they are a student's)
         self.notes: list[str] = []

@@ -29,9 +29,11 @@ patched the library, wrote to the installed package or to the reports, ...).
   own reference functions.
 
 Known limits (documented for instructors): code a student copies from the library's
-source or the website's solutions is not told apart from their own; a thread started
-with ``_thread`` is reported, not followed; code in a C extension a notebook builds
-and loads is not watched (building one needs a compiler, a subprocess: reported).
+source or the website's solutions is not told apart from their own; answers computed
+ahead of the check in a student's own cells (the profile watches check cells only, to
+keep grading fast) are seen only through what the hook sees there (patches, writes,
+``gc``, ``ctypes``, processes); a thread is reported when started during a check, not
+followed.
 """
 
 from __future__ import annotations
@@ -148,17 +150,20 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
 # could swap. Keep it free of nested functions and comprehensions.
 def _profile_template(frame, event, arg):
     K = "@K@"
-    if event == "call":
-        code = frame.f_code
-        if code in K[0]:
-            K[2]("attnlab.sentry.call", frame, code)
-    elif event == "return":
-        if frame.f_code is K[1]:
-            K[2]("attnlab.sentry.answer", frame, arg)
-    elif event == "c_call":
-        for c in K[3]:  # by identity: a bound method of a list cannot be hashed
-            if arg is c:
-                K[2]("attnlab.sentry.ccall", frame, arg)
+    try:
+        if event == "call":
+            code = frame.f_code
+            if code in K[0]:
+                K[2]("attnlab.sentry.call", frame, code)
+        elif event == "return":
+            if frame.f_code is K[1]:
+                K[2]("attnlab.sentry.answer", frame, arg)
+        elif event == "c_call":
+            for c in K[3]:  # by identity: a bound method of a list cannot be hashed
+                if arg is c:
+                    K[2]("attnlab.sentry.ccall", frame, arg)
+    except BaseException:  # an interrupt (a time limit) must not remove the profile
+        return None
 
 
 def _make_profile(constants: tuple):
