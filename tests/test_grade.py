@@ -22,7 +22,7 @@ CHAPTER = ROOT / "chapters" / "02_attention_recipe.ipynb"
 # Time limits for the tests, generous for a loaded machine; the infinite loop's test
 # uses a short one of its own (LOOP) so that it costs little.
 LIMITS = {"exercise_timeout": 60, "cell_timeout": 300, "time_limit": 600}
-LOOP = 8
+LOOP = 20
 
 
 def _load(path: Path) -> dict:
@@ -133,21 +133,16 @@ def test_the_student_edition_keeps_the_published_checks():
     assert len(mapping) == len(exercises.find_exercises(_load(CHAPTER)))
 
 
-def test_an_edited_check_is_refused_and_not_run(tmp_path):
+def test_an_edited_check_costs_only_its_exercise():
     nb = _student_edition()
     ex = exercises.find_exercises(nb)[1]
     cell = nb["cells"][ex.check_cells[0]]
     cell["source"] = "print('✅ all passed')  # " + exercises.cell_source(cell)
-    report = grade.grade(_write(tmp_path, nb), master=CHAPTER, **LIMITS)
-    assert report.status == "refused"
-    assert report.exercises == [] and report.seconds == 0.0
-    assert len(report.integrity) == 1 and ex.label in report.integrity[0]
-    assert "REFUSED" in report.to_text()
-    # The command line reports it too, and says so in its exit status.
-    out = tmp_path / "out"
-    assert grade.main([str(tmp_path / CHAPTER.name), "--out", str(out)]) == 1
-    data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
-    assert data["status"] == "refused" and data["exercises"] == []
+    problems, mapping = grade.integrity_problems(nb, _load(CHAPTER))
+    assert len(problems) == 1 and ex.label in problems[0]
+    assert f"cell {ex.check_cells[0]}:" in problems[0]  # the report names the cell
+    assert ex.label not in mapping  # refused; every other exercise is graded
+    assert len(mapping) == len(exercises.find_exercises(nb)) - 1
 
 
 def test_a_removed_check_or_box_is_refused():
@@ -159,6 +154,71 @@ def test_a_removed_check_or_box_is_refused():
     assert len(problems) == 2
     assert found[0].label in problems[0] and "edited or removed" in problems[0]
     assert found[2].label in problems[1] and "box is missing" in problems[1]
+
+
+def test_packaged_masters_are_fresh_and_used_without_a_clone(tmp_path, monkeypatch):
+    from attnlab.grade import masters
+
+    assert masters.load() == masters.build(
+        ROOT / "chapters", masters.editions_of(ROOT)
+    ), (
+        "src/attnlab/grade/masters.json is stale: python -m attnlab.grade.build_masters "
+        "chapters student"
+    )
+    monkeypatch.chdir(tmp_path)  # no chapters/ here
+    path = _write(tmp_path, _student_edition(), "jane_doe_ch2.ipynb")
+    found = grade.find_master(_load(path), path, None)
+    assert found == f"packaged:{CHAPTER.name}"
+    skeleton = masters.as_notebook(masters.load()[CHAPTER.name])
+    problems, mapping = grade.integrity_problems(_student_edition(), skeleton)
+    assert problems == [] and len(mapping) == len(exercises.find_exercises(skeleton))
+    with pytest.raises(grade.GradeError, match="does not exist"):
+        grade.find_master(_load(path), path, tmp_path / "nope.ipynb")
+
+
+def test_submissions_from_files_folders_and_globs_skip_own_outputs(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.ipynb").write_text("{}")
+    (tmp_path / "a" / "x.graded.ipynb").write_text("{}")
+    (tmp_path / "a" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").write_text("{}")
+    (tmp_path / "b.ipynb").write_text("{}")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "c.ipynb").write_text("{}")
+    got = grade.submissions(
+        [tmp_path / "a", str(tmp_path / "*.ipynb"), tmp_path / "b.ipynb"],
+        out=tmp_path / "out",
+    )
+    assert got == [tmp_path / "a" / "x.ipynb", tmp_path / "b.ipynb"]
+    assert grade.submissions([tmp_path], out=tmp_path / "out") == got
+
+
+def test_a_written_exercise_and_its_answer_are_found():
+    box = "```{exercise} Derive it\n:label: ex-derive\n\nShow that ...\n```"
+    md = {"cell_type": "markdown", "metadata": {}}
+    nb = {
+        "cells": [
+            {**md, "source": "# 2. Title"},
+            {**md, "source": box},
+            {**md, "source": "*My derivation:* ..."},
+            {**md, "source": "The worked solution", "metadata": {"tags": ["solution"]}},
+        ]
+    }
+    (ex,) = exercises.find_exercises(nb)
+    assert ex.check_cells == [] and ex.answer_cells == [2]
+
+
+def test_a_box_rendered_as_plain_markdown_is_read_from_its_metadata():
+    nb = _student_edition()
+    expected = [(e.label, e.check_cells) for e in exercises.find_exercises(nb)]
+    for ex in exercises.find_exercises(nb):
+        cell = nb["cells"][ex.box_cell]
+        cell["metadata"]["attnlab"] = {
+            "exercise_box": [{"label": ex.label, "title": ex.title, "classes": []}]
+        }
+        cell["source"] = f"**Exercise {ex.number} · {ex.title}**\n\n{ex.text}"
+    assert [(e.label, e.check_cells) for e in exercises.find_exercises(nb)] == expected
+    assert grade.integrity_problems(nb, _load(CHAPTER))[0] == []
 
 
 def test_a_repeated_check_and_extra_cells_are_allowed():
@@ -213,8 +273,8 @@ def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
         assert "not implemented yet" in e["message"]
     n = data["score"]["total"]
     header, row = gradebook.read_text().splitlines()
-    assert header.startswith("submission,status,passed,total,2.1,")
-    assert row.endswith(f",graded,0,{n}," + ",".join(["not attempted"] * n))
+    assert header.startswith("student,submission,status,passed,total,percent,2.1,")
+    assert row.endswith(f",graded,0,{n},0.0," + ",".join(["not attempted"] * n))
     text = (out / f"{CHAPTER.stem}.grade.txt").read_text()
     assert text.count("not attempted") == data["score"]["total"]
     assert "score: 0/" in text
@@ -249,7 +309,7 @@ def test_wrong_answer_crash_and_infinite_loop_each_cost_one_exercise(tmp_path):
 
 
 @pytest.mark.slow
-def test_killed_kernel_costs_one_exercise_state_rebuilt_checks_not_replaceable(
+def test_killed_kernel_costs_one_exercise_state_rebuilt_check_replacement_flagged(
     tmp_path,
 ):
     src = _student_edition()
@@ -269,7 +329,7 @@ def test_killed_kernel_costs_one_exercise_state_rebuilt_checks_not_replaceable(
     )
     cells += [box[1], _code(cheat), stub[1], check[1]]
     nb = {**src, "cells": copy.deepcopy(cells)}
-    master = {**src, "cells": copy.deepcopy(cells)}
+    master = {**src, "cells": copy.deepcopy(cells[:-3] + cells[-2:])}  # no cheat
     report = grade.grade(
         _write(tmp_path, nb, "tiny.ipynb"),
         master=_write(tmp_path, master, "tiny_master.ipynb"),
@@ -280,8 +340,8 @@ def test_killed_kernel_costs_one_exercise_state_rebuilt_checks_not_replaceable(
         "errored",
         "cell 3 (import os) killed the kernel",
     )
-    # The second exercise runs in a new kernel that re-ran the cells before it, and
-    # its check is the real one, in strict mode.
-    assert second.status == "not attempted", report.to_text()
-    assert second.message.endswith("not implemented yet")
+    # The second exercise runs in a new kernel that re-ran the cells before it (its
+    # assert passed), and replacing its check is seen by the grader's sentry.
+    assert second.status == "flagged", report.to_text()
+    assert f"attnlab.check.{name}" in second.message
     assert any("kernel died" in n for n in report.notes)

@@ -25,7 +25,9 @@ def test_table_lists_every_exercise_with_its_check_and_cases():
                 if line.startswith(f"| {ex.number} |")
             )
             assert f"<{ex.label}>" in row
-            assert ex.checks, f"{ex.label} has no check"
+            if not ex.checks:  # a written exercise (a derivation): no check cell
+                assert "no check: a written answer" in row
+                continue
             for name in ex.checks:
                 assert f"`{name}`: " in row
                 assert instructors.check_function(name) is not None, name
@@ -45,3 +47,23 @@ def test_case_labels_are_read_without_running_the_check(capsys):
 
 def test_table_cells_never_break_the_markdown_table():
     assert instructors._one_line("a | b\n  ``x`` :func:`y`") == "a \\| b `x` `y`"
+
+
+def test_written_exercises_and_forbidden_calls_are_shown(monkeypatch):
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "# 2. T"},
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": "```{exercise} Derive\n:label: ex-d\n\nShow it.\n```",
+            },
+        ]
+    }
+    monkeypatch.setattr(json, "loads", lambda text: nb)
+    text = instructors.table([ROOT / "chapters" / "02_attention_recipe.ipynb"])
+    assert "no check: a written answer" in text
+    import attnlab.check.recipe as recipe
+
+    monkeypatch.setattr(recipe, "FORBIDDEN", {"winning_key": ("x.y",)}, raising=False)
+    assert instructors.describe_check("winning_key").endswith("Must not call: `x.y`.")

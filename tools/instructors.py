@@ -69,6 +69,13 @@ def check_cases(fn) -> list[str]:
     return [s for s in seen if s]
 
 
+def forbidden(dotted: str) -> tuple[str, ...]:
+    """The library names an answer to this check must not call (``FORBIDDEN``)."""
+    fn = check_function(dotted)
+    module = sys.modules.get(getattr(fn, "__module__", ""), None)
+    return tuple(getattr(module, "FORBIDDEN", {}).get(dotted.split(".")[-1], ()))
+
+
 def describe_check(dotted: str) -> str:
     fn = check_function(dotted)
     if fn is None:
@@ -81,6 +88,9 @@ def describe_check(dotted: str) -> str:
         text += (
             f" Cases ({len(cases)}): " + "; ".join(_one_line(c) for c in cases) + "."
         )
+    banned = forbidden(dotted)
+    if banned:
+        text += " Must not call: " + ", ".join(f"`{b}`" for b in banned) + "."
     return text
 
 
@@ -127,7 +137,10 @@ def table(paths: list[Path], link: bool = True, hand_out=None) -> str:
             name = _one_line(ex.title)
             if link and not ex.label.startswith("exercise-"):
                 name = f"{{ref}}`{name} <{ex.label}>`"
-            checks = "<br>".join(describe_check(c) for c in ex.checks) or "no check"
+            checks = "<br>".join(describe_check(c) for c in ex.checks) or (
+                "no check: a written answer that you grade (the grader reports it as "
+                "*written*, with the student's text)"
+            )
             out.append(f"| {ex.number} | {name} | {kind} | {when} | {checks} |")
         out.append("")
         line = f"{len(found)} exercises, about {total} minutes in all."

@@ -3,7 +3,8 @@
 A chapter's exercise follows one layout (CONTRIBUTING.md, "Exercises"):
 
 1. a markdown cell with a sphinx-exercise box (```` ```{exercise} Title ```` with
-   ``:label: ex-...``);
+   ``:label: ex-...``; in a notebook edition rendered as plain markdown, the box is
+   listed in the cell's metadata ``attnlab.exercise_box``);
 2. cells the student works in (the stub ends in ``raise NotImplementedError``);
 3. the solution: cells tagged ``solution`` (dropped from the student edition);
 4. one or more **check cells**: code cells, not tagged ``solution``, that call
@@ -106,6 +107,8 @@ class Exercise:
     solution_cells: list[int] = field(default_factory=list)
     work_cells: list[int] = field(default_factory=list)  # the student's code cells
     checks: list[str] = field(default_factory=list)  # names after ``attnlab.check.``
+    # markdown cells after the box (not solutions): where written answers go
+    answer_cells: list[int] = field(default_factory=list)
 
 
 def _boxes(text: str) -> list[tuple[str, str, str, list[str]]]:
@@ -133,6 +136,23 @@ def _boxes(text: str) -> list[tuple[str, str, str, list[str]]]:
     return out
 
 
+def _rendered_boxes(cell) -> list[tuple[str, str, str, list[str]]]:
+    """Boxes of a notebook edition rendered as plain markdown (tools/editions.py keeps
+    them in the cell's metadata: ``attnlab.exercise_box``)."""
+    meta = cell.get("metadata", {}).get("attnlab", {}).get("exercise_box") or []
+    text = cell_source(cell)
+    return [
+        (
+            str(b.get("label", "")),
+            str(b.get("title", "")),
+            text,
+            [str(c) for c in b.get("classes", [])],
+        )
+        for b in meta
+        if isinstance(b, dict)
+    ]
+
+
 def find_exercises(nb) -> list[Exercise]:
     """Every exercise of a notebook, in page order, with the cells that belong to it.
 
@@ -145,7 +165,11 @@ def find_exercises(nb) -> list[Exercise]:
     current: Exercise | None = None
     for i, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") == "markdown" and not is_solution(cell):
-            for label, title, body, classes in _boxes(cell_source(cell)):
+            boxes = _boxes(cell_source(cell)) or _rendered_boxes(cell)
+            if not boxes and current is not None:
+                named = cell.get("metadata", {}).get("attnlab", {}).get("exercise")
+                by_label.get(named, current).answer_cells.append(i)
+            for label, title, body, classes in boxes:
                 n = len(exercises) + 1
                 ex = Exercise(
                     label=label or f"exercise-{n}",

@@ -195,6 +195,33 @@ def _tripwires(forbid: Sequence[str], fn: Callable) -> Iterator[list[str]]:
                 setattr(owner, key, original)
 
 
+# Set by the grader's sentry (attnlab.grade.sentry) in the kernel it grades: every case
+# is run and recorded (none is compared here; the grader compares in its own process).
+_GRADING = False
+
+
+def _call_answer(name: str, index: int, fn: Callable, args: tuple, kwargs: dict):
+    """Call the student's function on one case; the outcome as plain data.
+
+    ``("ok", value)``, ``("raised", "TypeName: message")``, ``("pending",)`` (the stub
+    still raises ``NotImplementedError``) or ``("notcallable", "TypeName")``. When a
+    notebook is graded, the grader's sentry records what this function returns, so
+    ``name`` and ``index`` (the case's position) are its locals on purpose.
+    """
+    if not callable(fn):
+        return ("notcallable", type(fn).__name__)
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except NotImplementedError:
+        return ("pending",)
+    except Exception as err:  # the student's code raised: shown as the answer
+        try:
+            text = f"{type(err).__name__}: {err}"
+        except Exception:
+            text = f"{type(err).__name__}: <message that cannot be printed>"
+        return ("raised", text)
+
+
 def run_check(
     name: str,
     fn: Callable,
@@ -210,19 +237,21 @@ def run_check(
     lists are published per check module as ``FORBIDDEN`` (check name -> names) for
     the grader.
     """
-    if not callable(fn):
-        return _report(name, False, f"expected a function, got {type(fn).__name__}")
-    for case in cases:
-        called: list[str] = []
-        try:
-            with _tripwires(forbid, fn) as called:
-                got = fn(*case.args, **case.kwargs)
-        except NotImplementedError:
+    if _GRADING:
+        return _record_all(name, fn, cases)
+    for index, case in enumerate(cases):
+        with _tripwires(forbid, fn) as called:
+            outcome = _call_answer(name, index, fn, case.args, case.kwargs)
+        if outcome[0] == "notcallable":
+            return _report(name, False, f"expected a function, got {outcome[1]}")
+        if outcome[0] == "pending":
             return _report(name, False, "not implemented yet", pending=True)
-        except Exception as err:  # the student's code raised: show it as the answer
-            got = f"{type(err).__name__}: {err}"
-            ok = False
+        if outcome[0] == "missing":  # only when the grader replays a notebook
+            return _report(name, False, f"case '{case.label}' — {outcome[1]}")
+        if outcome[0] == "raised":
+            got, ok = outcome[1], False
         else:
+            got = outcome[1]
             try:
                 ok = bool(compare(got, case.expected))
             except Exception:  # an answer the comparison cannot handle is wrong
@@ -244,6 +273,24 @@ def run_check(
                 msg += f" — hint: {case.hint}"
             return _report(name, False, msg)
     return _report(name, True, f"all {len(cases)} cases passed")
+
+
+def _record_all(name: str, fn: Callable, cases: Sequence[Case]) -> CheckResult:
+    """Grading: run the answer on every case for the grader to record, compare nothing.
+
+    The expected answers are dropped before the student's function runs, so that no
+    answer can be read back from the check's own objects; forbidden calls are seen by
+    the sentry, which a student's code cannot switch off.
+    """
+    for case in cases:
+        case.expected = None
+    for index, case in enumerate(cases):
+        outcome = _call_answer(name, index, fn, case.args, case.kwargs)
+        if outcome[0] in ("notcallable", "pending"):
+            break
+    line = f"⏺ {name}: answers recorded; the grader compares them"
+    print(line)
+    return CheckResult(False, line)
 
 
 def _report(name: str, ok: bool, msg: str, pending: bool = False) -> CheckResult:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import textwrap
 from dataclasses import asdict, dataclass, field
 
-STATUSES = ("passed", "failed", "not attempted", "errored", "timed out")
+STATUSES = (
+    "passed",
+    "failed",
+    "not attempted",
+    "errored",
+    "timed out",
+    "flagged",  # the grader's sentry saw the notebook cheat or tamper
+    "refused",  # its check cell was edited
+    "written",  # no check: the instructor grades the written answer
+)
 
 
 @dataclass
@@ -17,14 +26,16 @@ class ExerciseResult:
     status: str  # one of STATUSES
     message: str  # the check's line, or what went wrong
     seconds: float  # time spent in the exercise's cells
+    # the markdown cells the student filled in: [{"cell": i, "text": ...}]
+    answers: list = field(default_factory=list)
 
 
 @dataclass
 class Report:
     submission: str
     master: str
-    status: str  # "graded" or "refused"
-    integrity: list[str]  # why a notebook was refused (empty when graded)
+    status: str  # "graded"
+    integrity: list[str]  # edited or removed check cells (their exercises: refused)
     exercises: list[ExerciseResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # cells outside exercises
     seconds: float = 0.0
@@ -51,10 +62,6 @@ class Report:
 
     def to_text(self) -> str:
         head = f"{self.submission}  (master: {self.master})"
-        if self.status == "refused":
-            lines = [head, "REFUSED: the published check cells were changed"]
-            lines += [f"  - {p}" for p in self.integrity]
-            return "\n".join(lines) + "\n"
         w = max([len(e.title) for e in self.exercises] + [8])
         w = min(w, 40)
         lines = [
@@ -68,6 +75,11 @@ class Report:
             msg = textwrap.wrap(e.message, max(40, 110 - len(row))) or [""]
             lines.append(row + msg[0])
             lines += [" " * len(row) + m for m in msg[1:]]
+        for e in self.exercises:
+            for a in e.answers:
+                text = textwrap.indent(a["text"], "    ")
+                lines.append(f"answer to {e.number}, cell {a['cell']}:\n{text}")
+        lines += [f"check cell changed: {p}" for p in self.integrity]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(
             f"score: {self.passed}/{self.total} passed  ({self.seconds:.1f} s; limits "

@@ -9,24 +9,17 @@ import copy
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# Run in the kernel before each published check: strict mode on, and attnlab.check
-# imported afresh from disk (a student's cell may have replaced or patched it).
-PRELUDE = """\
-def _attnlab_grader_prelude():
-    global attnlab
-    import importlib, os, sys
-    os.environ["ATTNLAB_STRICT"] = "1"
-    for name in [m for m in sys.modules if m.split(".")[:2] == ["attnlab", "check"]]:
-        del sys.modules[name]
-    attnlab = importlib.import_module("attnlab")
-    importlib.import_module("attnlab.check")
-_attnlab_grader_prelude()
-del _attnlab_grader_prelude"""
-# ... and after it: the student's own cells run as they ran for the student.
-POSTLUDE = 'import os as _os\n_os.environ["ATTNLAB_STRICT"] = "0"\ndel _os'
+# The first cell every kernel runs, before any of the notebook's: the grader's sentry.
+INSTALL = """\
+import attnlab.grade.sentry as _attnlab_sentry
+_attnlab_sentry.install({port}, {key!r}, {protected!r}, {forbid!r})
+del _attnlab_sentry"""
+# A control message to the sentry (begin/end around a student's cell, sync after the
+# chapter's own); the nonce is derived from the key, which the notebook never sees.
+CONTROL = '__import__("sys").audit("attnlab.grader", {op!r}, {nonce!r}, {check!r}, {checks!r})'
 PROBE_TIMEOUT = 20  # seconds an interrupted kernel gets to answer before a restart
 
 
@@ -36,6 +29,8 @@ class CellRun:
     detail: str = ""  # "ZeroDivisionError: division by zero", ...
     seconds: float = 0.0
     text: str = ""  # what the cell printed
+    events: list = field(default_factory=list)  # the sentry's violations in this cell
+    answers: list = field(default_factory=list)  # answers recorded in this cell
 
 
 def _printed(cell) -> str:
@@ -82,10 +77,23 @@ def sliced_zmq_polls(slice_s: float = 0.2):
 class Runner:
     """Executes cells one by one in a kernel, restarting it when it dies or hangs."""
 
-    def __init__(self, nb, path: Path, kernel: str, cell_timeout: float, limit: float):
+    def __init__(
+        self,
+        nb,
+        path: Path,
+        kernel: str,
+        cell_timeout: float,
+        limit: float,
+        protected: list[str] = (),
+        forbid: dict | None = None,
+    ):
         import nbclient
 
         self.nb = nb
+        self.protected = [str(p) for p in protected]
+        self.forbid = {k: list(v) for k, v in (forbid or {}).items()}
+        self.channel = None
+        self.broken = ""  # why the sentry stopped answering, once it did
         self.cell_timeout = cell_timeout
         self.deadline = time.monotonic() + limit
         self.client = nbclient.NotebookClient(
@@ -96,8 +104,12 @@ class Runner:
             interrupt_on_timeout=True,  # then _exec's error_on_timeout is the reply
             resources={"metadata": {"path": str(path.parent)}},
         )
-        self.env = {**os.environ, "ATTNLAB_STRICT": "0"}
-        self.replay: list[int] = []  # cells that succeeded: re-run after a restart
+        # No bytecode written by the kernel: the sentry then refuses every write into
+        # the installed packages, __pycache__ included (a forged .pyc would be loaded
+        # by the next notebook's kernel).
+        self.env = {**os.environ, "ATTNLAB_STRICT": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        self.replay: list[tuple[int, bool]] = []  # cells that succeeded: re-run
+        # after a restart (with whether they are a student's)
         self.notes: list[str] = []
         self.alive = False
 
@@ -108,15 +120,53 @@ class Runner:
         self.client.start_new_kernel(env=self.env, stderr=subprocess.DEVNULL)
         self.client.start_new_kernel_client()
         self.alive = True
-        for i in self.replay:
-            run = self._scratch(copy.deepcopy(self.nb.cells[i]), self.cell_timeout)
+        self._install()
+        for i, student in self.replay:
+            cell = copy.deepcopy(self.nb.cells[i])
+            if student:
+                self._control("begin", False, [])
+            run = self._scratch(cell, self.cell_timeout)
+            self._control("end" if student else "sync", False, [])
             if run.status != "ok":
                 self.notes.append(
                     f"after a kernel restart, re-running cell {i} gave {run.status}: "
                     f"{run.detail}"
                 )
 
+    def _install(self) -> None:
+        from .channel import Channel
+
+        if self.channel is not None:
+            self.channel.close()
+        self.channel = ch = Channel()
+        code = INSTALL.format(
+            port=ch.port, key=ch.key_file, protected=self.protected, forbid=self.forbid
+        )
+        run = self._scratch(nbformat_cell(code), self.cell_timeout)
+        ok = run.status == "ok" and ch.wait_hello(60)
+        ch.forget_key()
+        if not ok:
+            raise RuntimeError(f"the grader's sentry did not start: {run.detail}")
+
+    def _control(self, op: str, check: bool, checks: list[str]) -> tuple[list, bool]:
+        """Send one control message to the sentry; its messages since the last one."""
+        ch = self.channel
+        if ch is None or not self.alive:
+            return [], False
+        value = ch.next_nonce()
+        code = CONTROL.format(op=op, nonce=value, check=check, checks=list(checks))
+        run = self._scratch(nbformat_cell(code), PROBE_TIMEOUT)
+        if run.status == "dead":
+            self.alive = False
+        msgs, ok = ch.wait_ack(
+            value, timeout=PROBE_TIMEOUT if run.status == "ok" else 1
+        )
+        return msgs, ok
+
     def stop(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         with contextlib.suppress(Exception):
             self.client._cleanup_kernel()
         self.client.km = self.client.kc = None
@@ -149,14 +199,25 @@ class Runner:
             return CellRun("dead", "killed the kernel", time.monotonic() - start)
         return CellRun("ok", "", time.monotonic() - start, _printed(cell))
 
-    def run(self, index: int, strict: bool = False, timeout=None) -> CellRun:
-        """Run notebook cell ``index`` (a published check when ``strict``)."""
+    def run(
+        self,
+        index: int,
+        student: bool = False,
+        checks: list[str] | None = None,
+        timeout=None,
+    ) -> CellRun:
+        """Run notebook cell ``index``: a student's cell (``student``) or a published
+        check cell (``checks``: the checks it calls) runs under the sentry's profile."""
         if not self.alive:
             self.start()
-        cell = self.nb.cells[index]
-        if strict:
-            self._hidden(PRELUDE)
-        run = self._exec(cell, index, timeout)
+        watched = student or checks is not None
+        msgs: list = []
+        if watched:
+            got, ok = self._control("begin", checks is not None, checks or [])
+            msgs += got
+            if not ok:
+                self._monitor_lost(index, "before")
+        run = self._exec(self.nb.cells[index], index, timeout)
         if run.status == "timeout":
             # The kernel was interrupted; make sure it answers again, else restart.
             if self._hidden("pass", PROBE_TIMEOUT).status != "ok":
@@ -165,16 +226,33 @@ class Runner:
         elif run.status == "dead":
             self.notes.append(f"cell {index}: the kernel died; restarted it")
             self.stop()
-        if strict and self.alive:
-            self._hidden(POSTLUDE)
-        if run.status == "ok" and not strict:
-            self.replay.append(index)
+        if self.alive:
+            got, ok = self._control("end" if watched else "sync", False, [])
+            msgs += got
+            if not ok:
+                self._monitor_lost(index, "after")
+        elif self.channel is not None:
+            msgs += self.channel.drain()
+        run.events = [m for m in msgs if m.get("kind") == "violation"]
+        if self.broken:
+            run.events.append(
+                {"kind": "violation", "what": "monitor", "name": self.broken}
+            )
+        run.answers = [m for m in msgs if m.get("kind") == "answer"]
+        if run.status == "ok":
+            self.replay.append((index, watched))
         return run
 
-    def _hidden(self, code: str, timeout: float | None = None) -> CellRun:
-        import nbformat
+    def _monitor_lost(self, index: int, when: str) -> None:
+        if not self.broken:
+            self.broken = (
+                f"the grader's monitor stopped answering {when} cell {index} (the "
+                "notebook replaced or broke the interpreter's import or audit "
+                "functions); nothing after it can be trusted"
+            )
 
-        run = self._scratch(nbformat.v4.new_code_cell(code), timeout)
+    def _hidden(self, code: str, timeout: float | None = None) -> CellRun:
+        run = self._scratch(nbformat_cell(code), timeout)
         if run.status == "dead":
             self.stop()
         return run
@@ -189,3 +267,9 @@ class Runner:
             return self._exec(cell, 0, timeout or self.cell_timeout)
         finally:
             self.client.nb = nb
+
+
+def nbformat_cell(code: str):
+    import nbformat
+
+    return nbformat.v4.new_code_cell(code)

@@ -1,0 +1,301 @@
+"""Red team: submissions that cheat, and the exact grades the grader must give them.
+
+A class of seven notebooks made from chapter 2's student edition, cut down to the
+setup cell, the title and the exercises (as tests/test_grade.py does, to save CPU),
+with one added cell importing math and torch. Each notebook is a student:
+
+* honest: full, half-solved (one wrong, one blank, a written prediction) and blank;
+* local cheats (each costs its own exercise): a tensor subclass that says it equals
+  anything, the check's own reference answer as the solution, a forbidden call made
+  through a closure after the in-kernel tripwire was switched off, an edited check;
+* patches in the kernel: ``print`` (the ✅ rewrite), ``torch.allclose``,
+  ``numpy.allclose``, ``attnlab.check``;
+* exits and files: ``sys.exit`` inside a solution, ``os._exit`` in a cell, a fake
+  report written into the submissions folder;
+* attacks on the sentry: ``gc`` introspection, ``sys.setprofile(None)`` inside a
+  solution, ``sys.audit`` replaced.
+
+The class is graded in one call of the command line (a folder, ``-j 2``, a CSV), and
+every grade is asserted. The run takes about a minute of CPU (slow).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from attnlab import exercises, grade
+from attnlab.check import recipe
+from tools import student
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "02_attention_recipe.ipynb"
+NAME = CHAPTER.name
+
+HONEST = {
+    "additive_score": """\
+def additive_score(q, k, W1, W2, v):
+    keys = (k @ W1.T).unsqueeze(-3)  # (..., 1, S, h)
+    queries = (q @ W2.T).unsqueeze(-2)  # (..., T, 1, h)
+    return torch.tanh(queries + keys) @ v""",
+    "smallest_booster": """\
+EMB = {"A": (1.0, 0.0), "B": (0.0, 1.0), "C": (0.8, 0.2)}
+
+
+def b_weight(seq, c):
+    X = torch.tensor([EMB[t] for t in seq], dtype=torch.float64)  # (S, 2)
+    W_q = torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    _, w = attnlab.attend((X @ W_q)[:1], c * X, X)
+    return float(w[0, [t == "B" for t in seq]].sum())
+
+
+def smallest_booster(seq, target):
+    if "B" not in seq:
+        return math.inf
+    if b_weight(seq, 0.0) >= target:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while b_weight(seq, hi) < target:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if b_weight(seq, mid) < target else (lo, mid)
+    return hi""",
+    "winning_key": """\
+def winning_key(angle, keys):
+    rad = math.radians(angle)
+    direction = torch.tensor([math.cos(rad), math.sin(rad)], dtype=keys.dtype)
+    return int((keys @ direction).argmax())""",
+    "factor_bilinear": """\
+def factor_bilinear(W):
+    U, sigma, Vh = torch.linalg.svd(W, full_matrices=False)
+    r = int((sigma > sigma.max() * 1e-10).sum())
+    root = sigma[:r].sqrt()
+    return root[:, None] * Vh[:r], root[:, None] * U[:, :r].T""",
+}
+ORDER = ["additive_score", "smallest_booster", "winning_key", "factor_bilinear"]
+REFERENCE = next(
+    n for n in dir(recipe) if n.startswith("_") and "booster" in n and "ref" in n
+)
+
+
+def _code(source: str) -> dict:
+    return {
+        "cell_type": "code",
+        "metadata": {},
+        "source": source,
+        "outputs": [],
+        "execution_count": None,
+    }
+
+
+def _base() -> dict:
+    """Chapter 2's student edition: setup, title, a student's import cell, exercises."""
+    nb = student.student_notebook(json.loads(CHAPTER.read_text()))
+    keep = {0, 1}
+    for ex in exercises.find_exercises(nb):
+        keep |= {ex.box_cell, *ex.work_cells, *ex.check_cells, *ex.answer_cells}
+    cells = [c for i, c in enumerate(nb["cells"]) if i in keep]
+    cells.insert(2, _code("import math\n\nimport torch"))
+    return {**nb, "cells": cells}
+
+
+def _notebook(answers: dict[str, str], extra: str = "", edit: str = "") -> dict:
+    """The base notebook with stubs replaced by ``answers`` (check name -> code), an
+    extra cell before the exercises, and the check cell of ``edit`` changed."""
+    nb = copy.deepcopy(_base())
+    for ex in exercises.find_exercises(nb):
+        name = ex.checks[0]
+        if name in answers:
+            nb["cells"][ex.work_cells[-1]]["source"] = answers[name]
+        if name == edit:
+            cell = nb["cells"][ex.check_cells[0]]
+            cell["source"] = exercises.cell_source(cell) + "  # mine now"
+    if extra:
+        nb["cells"].insert(3, _code(extra))
+    return nb
+
+
+def _class(folder: Path, out: Path) -> dict[str, dict]:
+    honest = dict(HONEST)
+    local = {
+        "additive_score": """\
+class Agreeable(torch.Tensor):  # says it equals whatever it is compared with
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal, torch.Tensor.__eq__):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def additive_score(q, k, W1, W2, v):
+    return torch.zeros(q.shape[:-1] + k.shape[-2:-1]).as_subclass(Agreeable)""",
+        "smallest_booster": f"from attnlab.check.recipe import {REFERENCE} as "
+        "smallest_booster",
+        "winning_key": """\
+import contextlib
+
+attnlab.check._core._tripwires = lambda forbid, fn: contextlib.nullcontext([])
+
+
+def _make():
+    attend = attnlab.attention.attend  # held in a closure: no tripwire reaches it
+
+    def winning_key(angle, keys):
+        rad = math.radians(angle)
+        q = 1e4 * torch.tensor([[math.cos(rad), math.sin(rad)]], dtype=torch.float64)
+        _, w = attend(q, keys.double(), keys.double())
+        return int(w[0].argmax())
+
+    return winning_key
+
+
+winning_key = _make()""",
+        "factor_bilinear": HONEST["factor_bilinear"],
+    }
+    patches = """\
+import builtins
+
+import numpy
+
+_print = builtins.print
+
+
+def _cheerful(*a, **k):
+    a = [str(x).replace("❌", "✅").replace("⏳", "✅") for x in a]
+    _print(*a, **k)
+
+
+builtins.print = _cheerful
+torch.allclose = lambda *a, **k: True
+numpy.allclose = lambda *a, **k: True
+attnlab.check.winning_key = lambda fn: print("✅ winning_key: all 8 cases passed")"""
+    fake = {
+        "status": "graded",
+        "score": {"passed": 4, "total": 4},
+        "exercises": [{"number": f"2.{k}", "status": "passed"} for k in range(1, 5)],
+    }
+    files = {
+        "additive_score": HONEST["additive_score"],
+        "smallest_booster": HONEST["smallest_booster"].replace(
+            "def smallest_booster(seq, target):\n",
+            "def smallest_booster(seq, target):\n    import sys\n\n    sys.exit(0)\n",
+        ),
+        "winning_key": HONEST["winning_key"] + "\n\n\nimport os\n\nos._exit(1)",
+        "factor_bilinear": HONEST["factor_bilinear"]
+        + f"\n\n\nimport json\n\nwith open({str(out / 'frank_files.grade.json')!r},"
+        f" 'w') as f:\n    json.dump({fake!r}, f)",
+    }
+    sentry = {
+        "additive_score": HONEST["additive_score"],
+        "smallest_booster": HONEST["smallest_booster"]
+        + "\n\n\nimport gc\n\nsnooped = len(gc.get_objects())",
+        "winning_key": HONEST["winning_key"].replace(
+            "    rad = ", "    import sys\n\n    sys.setprofile(None)\n    rad = "
+        ),
+        "factor_bilinear": HONEST["factor_bilinear"]
+        + "\n\n\nimport sys\n\nsys.audit = lambda *a: None",
+    }
+    half = {
+        "additive_score": HONEST["additive_score"],
+        "smallest_booster": "def smallest_booster(seq, target):\n    return 6.0",
+        "winning_key": HONEST["winning_key"],
+    }
+    class_ = {
+        "alice_full": _notebook(honest),
+        "bob_half": _notebook(half),
+        "carol_blank": _notebook({}),
+        "dave_local": _notebook(local, edit="factor_bilinear"),
+        "erin_patches": _notebook({}, extra=patches),
+        "frank_files": _notebook(files),
+        "grace_sentry": _notebook(sentry),
+    }
+    # bob writes his prediction for 2.2
+    nb = class_["bob_half"]
+    ex = exercises.find_exercises(nb)[1]
+    nb["cells"][ex.answer_cells[0]]["source"] = "*My prediction:* c is about 5."
+    folder.mkdir(parents=True, exist_ok=True)
+    for who, nb in class_.items():
+        (folder / f"{who}.ipynb").write_text(json.dumps(nb, indent=1))
+    return class_
+
+
+EXPECTED = {
+    "alice_full": ["passed", "passed", "passed", "passed"],
+    "bob_half": ["passed", "failed", "passed", "not attempted"],
+    "carol_blank": ["not attempted"] * 4,
+    "dave_local": ["failed", "flagged", "flagged", "refused"],
+    "erin_patches": ["flagged"] * 4,
+    "frank_files": ["passed", "errored", "errored", "flagged"],
+    "grace_sentry": ["passed", "flagged", "flagged", "flagged"],
+}
+
+
+@pytest.mark.slow
+def test_red_team_class_gets_exactly_the_grades_it_earned(tmp_path):
+    folder = tmp_path / "submissions"
+    out = tmp_path / "reports"
+    out.mkdir()
+    _class(folder, out)
+    book = tmp_path / "grades.csv"
+    rc = grade.main(
+        [
+            str(folder),
+            "-j",
+            "2",
+            "--out",
+            str(out),
+            "--csv",
+            str(book),
+            "--exercise-timeout",
+            "60",
+            "--forbid",
+            "winning_key=attnlab.attention.attend",
+        ]
+    )
+    assert rc == 0
+    rows = {r["student"]: r for r in csv.DictReader(book.open())}
+    reports = {
+        who: json.loads((out / f"{who}.grade.json").read_text()) for who in EXPECTED
+    }
+    got = {who: [e["status"] for e in r["exercises"]] for who, r in reports.items()}
+    assert got == EXPECTED, json.dumps(
+        {
+            w: [(e["status"], e["message"][:200]) for e in r["exercises"]]
+            for w, r in reports.items()
+        },
+        indent=1,
+        ensure_ascii=False,
+    )
+    for who, statuses in EXPECTED.items():
+        row = rows[who]
+        assert [row[f"2.{k}"] for k in range(1, 5)] == statuses
+        assert int(row["passed"]) == statuses.count("passed")
+    msg = {who: [e["message"] for e in r["exercises"]] for who, r in reports.items()}
+    # The replayed check's own message, hint included, from the grader's process.
+    assert msg["bob_half"][1].startswith("smallest_booster: case ")
+    assert "got 6.0" in msg["bob_half"][1]
+    assert reports["bob_half"]["exercises"][1]["answers"] == [
+        {
+            "cell": exercises.find_exercises(_base())[1].answer_cells[0],
+            "text": "*My prediction:* c is about 5.",
+        }
+    ]
+    assert "Agreeable" in msg["dave_local"][0] and "tensor" in msg["dave_local"][0]
+    assert REFERENCE in msg["dave_local"][1]
+    assert "attnlab.attention.attend" in msg["dave_local"][2]
+    assert "edited" in msg["dave_local"][3] and "cell " in msg["dave_local"][3]
+    for name in ("builtins.print", "torch.allclose", "numpy.allclose", "winning_key"):
+        assert all(name in m for m in msg["erin_patches"]), (name, msg["erin_patches"])
+    assert "SystemExit" in msg["frank_files"][1]
+    assert "killed the kernel" in msg["frank_files"][2]
+    assert "frank_files.grade.json" in msg["frank_files"][3]
+    # The fake report was overwritten by the real one, written after every kernel.
+    assert reports["frank_files"]["score"] == {"passed": 1, "total": 4}
+    assert "gc.get_objects" in msg["grace_sentry"][1]
+    assert "sys.setprofile" in msg["grace_sentry"][2]
+    assert "monitor" in msg["grace_sentry"][3]
