@@ -104,7 +104,9 @@ editions: $(STAMP)
 # Two stages side by side on two cores: each runs torch on one thread. With two threads
 # each, torch's OpenMP workers spin-wait for a core the other stage holds, and a notebook
 # of tiny training steps was seen to take 13 CPU s in one run and 73 in the next.
-TEST_STAGES := lint stripped workflow book unit student-check colab
+# In this order the two lanes come out about even: the site build then the unit tests,
+# the student edition then the Colab stand-in.
+TEST_STAGES := lint stripped workflow book student-check colab unit
 # Each stage's output in one piece (GNU make >= 4; macOS's make 3.81 interleaves).
 SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 

@@ -5,6 +5,7 @@ _config.yml; and the committed files fresh relative to masters + snapshot."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -16,6 +17,7 @@ from tools import editions, myst_plain, nbtools
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+_FIND_SPEC = importlib.util.find_spec  # the real one (tests patch it)
 EDITION_FILES = sorted(
     p for folder in editions.EDITIONS for p in (ROOT / folder).glob("*.ipynb")
 )
@@ -254,8 +256,6 @@ def test_a_fork_changes_one_line(monkeypatch):
 def _install_course(monkeypatch, chapter: str, present: set[str]):
     """Run the setup cell's install_course() with the modules in ``present`` found and
     pip faked; returns the pip commands it ran and the pins it passed."""
-    import importlib.util
-
     nb = json.loads((ROOT / "chapters" / chapter).read_text())
     src = nbtools.edition_setup_cell(nb).split("\ninstall_course()")[0]
     calls = []
@@ -265,11 +265,10 @@ def _install_course(monkeypatch, chapter: str, present: set[str]):
         calls.append((cmd[cmd.index("-c") + 2 :], pins))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: real("json") if name in present else None,
+        lambda name, *a: _FIND_SPEC("json") if name in present else None,
     )
     monkeypatch.setattr(subprocess, "run", fake_run)
     namespace: dict = {}
@@ -310,3 +309,12 @@ def test_setup_cell_does_nothing_where_attnlab_is_installed(monkeypatch):
 def test_setup_cell_stops_without_torch_and_names_the_cpu_wheel(monkeypatch):
     with pytest.raises(ModuleNotFoundError, match="download.pytorch.org/whl/cpu"):
         _install_course(monkeypatch, "01_seq2seq.ipynb", set())
+
+
+@pytest.mark.parametrize(
+    "path", EDITION_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
+def test_the_colab_stand_in_can_point_the_setup_cell_at_a_checkout(path):
+    """tools/colab_standin.py rewrites exactly one line: REPO = "..."."""
+    first = _src(json.loads(path.read_text())["cells"][0])
+    assert len(re.findall(r'^REPO = ".*"$', first, flags=re.M)) == 1

