@@ -182,6 +182,9 @@ def run_chapter(venv: Path, python: Path, path: Path, timeout: int) -> dict:
     import nbclient
     import nbformat
 
+    from tools import zmq_poll
+
+    zmq_poll.setup(None)  # a missed pyzmq wake-up must not stall a cell (see there)
     nb = nbformat.read(path, as_version=4)
     setup = nb.cells[0]
     repo = f"git+file://{ROOT}"
