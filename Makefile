@@ -1,4 +1,4 @@
-# Two commands do everything on a fresh machine with Python >= 3.10 and make:
+# Two commands do everything on a fresh machine with Python >= 3.11 and make:
 #   make book   build the site (every notebook executed) into _build/html
 #   make test   every test: lint, unit tests (slow ones included), stripped check, the
 #               site build (executes every master notebook once: the notebooks' test,
@@ -28,7 +28,8 @@ export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help venv book test check lint unit unit-quick notebooks stripped student \
-        student-check browser browser-only vendor bench clean
+        student-check browser browser-only vendor bench clean editions colab colab-check \
+        workflow preflight
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
@@ -36,6 +37,10 @@ help:
 	@echo "make check   quick: lint, unit tests without the slow ones, stripped notebooks"
 	@echo "make notebooks  the master notebooks under nbval, one at a time, with times"
 	@echo "make student write the student edition (no solutions) to _build/student"
+	@echo "make editions  refresh glue-snapshot.json (from the last book run) and the"
+	@echo "             notebook editions student/ and full/ (make book does it too)"
+	@echo "make colab-check  every chapter's student edition in a Colab stand-in"
+	@echo "make venv    create .venv with the pinned requirements (make book/test do it)"
 	@echo "make bench   run the benchmark scripts in bench/"
 	@echo "make grade NB=file.ipynb  grade a student's notebook (attnlab.grade)"
 	@echo "make clean   remove _build and caches (keeps .venv)"
@@ -44,7 +49,12 @@ help:
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	@start=$$(date +%s); \
-	if [ ! -x $(PY) ]; then $(PYTHON) -m venv $(VENV); fi; \
+	if [ ! -x $(PY) ]; then \
+	  if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+	    echo "error: make book and make test need Python >= 3.11 (numpy 2.4.6, scipy 1.17.1"; \
+	    echo "       and other pinned requirements do); $(PYTHON) is $$($(PYTHON) --version 2>&1)."; \
+	    echo "       Run with another one: make test PYTHON=python3.12"; exit 1; fi; \
+	  $(PYTHON) -m venv $(VENV); fi; \
 	pip="$(PY) -m pip install -q --disable-pip-version-check"; \
 	quiet() { "$$@" 2>&1 | sed '/is ignored: it is neither a file nor a directory/d'; }; \
 	bash tools/install_torch.sh $(PY); \
@@ -66,14 +76,25 @@ _vendor/.done: tools/vendor_js.sh
 	bash tools/vendor_js.sh _vendor
 	touch $@
 
+# The notebook editions (student/, full/: committed, Colab opens them from the
+# repository) quote the values this build glued: after executing, the build refreshes
+# glue-snapshot.json and the editions (`make editions`) and copies them into the site.
+# `make test` passes EDITIONS_REFRESH=0 so that tests/test_editions.py, running beside
+# the build, sees the committed files and fails when they are stale.
 book: $(STAMP) vendor
-	@# The published student edition (student/, committed: Colab opens it from the repository).
-	@# `make test` passes STUDENT_REFRESH=0 so that tests/test_student.py, running beside
-	@# the build, sees the committed files and fails when they are stale.
-	@if [ "$(STUDENT_REFRESH)" != 0 ]; then $(PY) tools/student.py chapters student >/dev/null; fi
 	@start=$$(date +%s); \
 	$(BIN)/jupyter-book build . --all --builder html -W -n --keep-going; \
 	echo "book built in $$(( $$(date +%s) - start )) s -> _build/html/index.html"
+	@if [ "$(EDITIONS_REFRESH)" != 0 ]; then $(MAKE) --no-print-directory editions; \
+	  $(PY) tools/editions.py publish _build/html; fi
+
+# Refresh glue-snapshot.json from the last site build's executed chapters (if there is
+# one) and rewrite student/ and full/ from chapters/ + the snapshot + _config.yml. One
+# command for a new repository URL too: edit _config.yml, run `make editions`.
+editions: $(STAMP)
+	@if [ -d _build/jupyter_execute/chapters ]; then \
+	  $(PY) tools/editions.py write --snapshot-from _build/jupyter_execute; \
+	else $(PY) tools/editions.py write; fi
 
 # ---------------------------------------------------------------- tests
 # Each master notebook executes once per `make test`, in the site build (`-W` turns a
@@ -83,16 +104,24 @@ book: $(STAMP) vendor
 # Two stages side by side on two cores: each runs torch on one thread. With two threads
 # each, torch's OpenMP workers spin-wait for a core the other stage holds, and a notebook
 # of tiny training steps was seen to take 13 CPU s in one run and 73 in the next.
-TEST_STAGES := lint stripped book unit student-check
+# In this order the two lanes come out about even: the site build then the unit tests,
+# the student edition then the Colab stand-in.
+TEST_STAGES := lint stripped workflow book student-check colab unit
 # Each stage's output in one piece (GNU make >= 4; macOS's make 3.81 interleaves).
+comma := ,
 SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 
-test: $(STAMP)
+test: $(STAMP) preflight
 	@start=$$(date +%s); \
-	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 $(SYNC) STUDENT_REFRESH=0 \
+	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 $(SYNC) EDITIONS_REFRESH=0 \
 	  $(TEST_STAGES); \
 	$(MAKE) --no-print-directory browser-only; \
 	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
+
+# What the last stage needs, checked first: no waiting minutes to learn it is missing.
+preflight: $(STAMP)
+	@$(PY) -c 'from tools.browser_check import find_chromium; find_chromium()'
+	@command -v git >/dev/null || { echo "error: make test needs git (the Colab stand-in)"; exit 1; }
 
 check: lint unit-quick stripped
 
@@ -122,14 +151,33 @@ student: $(STAMP)
 
 # The student edition keeps no solution and still runs from top to bottom: unfinished
 # stubs make the checks print "not implemented yet" instead of aborting.
+# Chapters the Colab stand-in runs in `make test` (stage `colab`): their student
+# edition runs there, top to bottom, so this stage leaves them out.
+COLAB_CHAPTERS := 01 10
 student-check: student
 	@start=$$(date +%s); \
 	$(PY) tools/student.py --verify _build/student; \
 	ATTNLAB_STRICT=0 $(PYTEST) -q --nbval-lax --nbval-current-env -p tools.nbbudget \
-	  _build/student/*.ipynb; \
+	  $(filter-out $(foreach n,$(COLAB_CHAPTERS),_build/student/$(n)_%), \
+	    $(patsubst chapters/%,_build/student/%,$(NOTEBOOKS))); \
 	echo "student edition: $$(( $$(date +%s) - start )) s"
 
 browser: book browser-only
+
+# The GitHub workflow (.github/workflows/) against the GitHub-workflow JSON schema that
+# check-jsonschema ships (no network).
+workflow: $(STAMP)
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+
+# The student edition in a Colab stand-in (tools/colab_standin.py): a venv with Colab's
+# package versions, google.colab imported at kernel start, attnlab installed by the
+# setup cell from this checkout (git+file://, its last commit). `make test` runs
+# chapters 1 and 10; `make colab-check` runs them all.
+colab: $(STAMP)
+	@$(PY) tools/colab_standin.py --chapters $(subst $(eval) ,$(comma),$(COLAB_CHAPTERS))
+
+colab-check: $(STAMP)
+	@$(PY) tools/colab_standin.py --all
 
 # Needs Chromium (README: Debian/Ubuntu `apt-get install chromium fonts-noto-color-emoji`);
 # the check says so and stops if it is missing, and never installs anything itself.

@@ -1,18 +1,23 @@
 """Write or verify the student edition of the chapters.
 
     python tools/student.py SRC_DIR OUT_DIR     write: drop every cell tagged `solution`,
-                                                clear all outputs
-    python tools/student.py --verify OUT_DIR    fail if any solution is left
+                                                clear all outputs, render the markdown
+                                                as plain Jupyter markdown
+    python tools/student.py --verify OUT_DIR    fail if any solution or MyST is left
 
-Instructors keep the master notebooks (chapters/) as the key; students get OUT_DIR.
+Instructors keep the master notebooks (chapters/) as the key; students get OUT_DIR. The
+published copy is ``student/`` (with ``full/``, written by ``tools/editions.py``);
+:func:`student_notebook` is the edition before its markdown is rendered (MyST).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SOLUTION_TAG = "solution"
 # Text that only belongs inside a solution (the gated sphinx-exercise directives).
@@ -43,9 +48,16 @@ def student_notebook(nb: dict) -> dict:
 
 
 def problems(nb: dict, name: str) -> list[str]:
-    """Everything in a student notebook that gives a solution away."""
+    """Everything in a student notebook that gives a solution away, and any MyST-only
+    markup left in its markdown (Colab and Jupyter would show it raw)."""
+    from tools.myst_plain import myst_leftovers
+
     out = []
     for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown":
+            out += [
+                f"{name}: cell {i} holds {x}" for x in myst_leftovers(_source(cell))
+            ]
         if is_solution(cell):
             out.append(f"{name}: cell {i} is tagged 'solution'")
         text = _source(cell)
@@ -58,21 +70,29 @@ def problems(nb: dict, name: str) -> list[str]:
 
 
 def write(src: Path, out: Path) -> list[Path]:
+    """The student edition of every notebook in ``src``, rendered, into ``out``.
+
+    Glued values come from the committed snapshot (tools/editions.py); a name missing
+    from it is shown as "see the output above" here (tests/test_editions.py fails on it
+    for the published copy)."""
+    from tools import editions
+
     out.mkdir(parents=True, exist_ok=True)
+    renderer = editions.Renderer(src, missing_glue="mark")
     written = []
     for path in sorted(src.glob("*.ipynb")):
-        nb = json.loads(path.read_text())
+        nb = renderer.masters[path.stem]
         n_solutions = sum(is_solution(c) for c in nb["cells"])
         target = out / path.name
-        text = json.dumps(student_notebook(nb), indent=1, ensure_ascii=False)
-        # Only a changed file is rewritten, and atomically: `make book` regenerates the
-        # committed student/ while the unit tests may be reading it (make -j2).
-        if not target.exists() or target.read_text() != text:
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, target)
+        editions.write_if_changed(
+            target, editions.dumps(renderer.render(path.stem, "student"))
+        )
         written.append(target)
         print(f"{target}: removed {n_solutions} solution cells")
+    for name in renderer.missing:
+        print(
+            f"warning: no glued value for {name} in glue-snapshot.json (make editions)"
+        )
     return written
 
 

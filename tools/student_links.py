@@ -1,29 +1,32 @@
-"""Publish the student edition with the site: a Sphinx extension (``_config.yml``).
+"""Publish the notebook editions with the site: a Sphinx extension (``_config.yml``).
 
-Every chapter page gets two more header buttons, beside the theme's own:
+A chapter page's notebook buttons open the **notebook editions** (tools/editions.py),
+never the MyST master, which Colab and Jupyter would show with raw markup:
 
-* in the download menu, **.ipynb (student)**: the chapter's student notebook (every
-  ``solution`` cell removed, outputs cleared), written into the site at
-  ``student/NN_topic.ipynb`` by this extension from the same source the page is built
-  from;
-* in the launch menu, **Colab (student)**: Colab opens ``student/NN_topic.ipynb`` from
-  the repository and branch in ``_config.yml``. Colab can only open a file that exists
-  on GitHub, so the student notebooks are committed in ``student/``: ``make book``
-  regenerates them (``tools/student.py chapters student``) and
-  ``tests/test_student.py`` fails when a committed one differs from what
-  ``tools/student.py`` makes of its chapter, so they are never hand-edited or stale.
+* the theme's download button **.ipynb** serves ``full/NN_topic.ipynb`` (the whole
+  chapter, solutions included, as plain Jupyter markdown, no outputs) and its
+  **Colab** button opens the same file in the repository;
+* two more buttons: in the download menu **.ipynb (student)**, ``student/NN_topic.ipynb``
+  (every ``solution`` cell removed), and in the launch menu **Colab (student)**.
 
-The browser check (``tools/browser_check.py``) verifies both links on every chapter.
+Both editions are copied into the site (``SITE/full/``, ``SITE/student/``) from the
+committed files. Colab opens them from the repository and branch in ``_config.yml``, so
+they are committed: ``make book`` (and ``make editions``) regenerate them, and
+``tests/test_editions.py`` fails when a committed one differs from what
+``tools/editions.py`` makes of its chapter, so they are never hand-edited or stale.
+
+The browser check (``tools/browser_check.py``) verifies the student links on every
+chapter.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tools import student
+from tools import editions
 
 FOLDER = "student"  # in the repository and in the site
+FULL = "full"  # the full chapter's edition
 
 
 def _chapters(app) -> list[str]:
@@ -37,22 +40,14 @@ def _chapters(app) -> list[str]:
 
 
 def write_student_notebooks(app, exception) -> None:
-    """After the build: the student edition of every chapter, into the site."""
+    """After the build: both notebook editions of every chapter, into the site."""
     if exception is not None or app.builder.format != "html":
         return
-    out = Path(app.outdir) / FOLDER
-    out.mkdir(parents=True, exist_ok=True)
-    for page in _chapters(app):
-        nb = json.loads((Path(app.srcdir) / f"{page}.ipynb").read_text())
-        target = out / f"{Path(page).name}.ipynb"
-        # The same bytes as tools/student.py writes into student/.
-        target.write_text(
-            json.dumps(student.student_notebook(nb), indent=1, ensure_ascii=False)
-        )
+    editions.publish(Path(app.outdir))
 
 
-def colab_url(app, name: str) -> str | None:
-    """Colab's URL for ``student/NAME.ipynb`` in the configured GitHub repository."""
+def colab_url(app, name: str, folder: str = FOLDER) -> str | None:
+    """Colab's URL for ``FOLDER/NAME.ipynb`` in the configured GitHub repository."""
     opts = app.config.html_theme_options
     repo = opts.get("repository_url", "").rstrip("/")
     colab = opts.get("launch_buttons", {}).get("colab_url", "").rstrip("/")
@@ -60,7 +55,7 @@ def colab_url(app, name: str) -> str | None:
         return None
     org_repo = repo.split("github.com/")[1]
     branch = opts.get("repository_branch", "main")
-    return f"{colab}/github/{org_repo}/blob/{branch}/{FOLDER}/{name}.ipynb"
+    return f"{colab}/github/{org_repo}/blob/{branch}/{folder}/{name}.ipynb"
 
 
 def add_buttons(app, pagename, templatename, context, doctree) -> None:
@@ -70,6 +65,16 @@ def add_buttons(app, pagename, templatename, context, doctree) -> None:
     name = Path(pagename).name
     groups = {b.get("label"): b for b in context.get("header_buttons", [])}
     if "download-buttons" in groups:
+        for button in groups["download-buttons"]["buttons"]:
+            if button.get("label") in (
+                "download-source-button",
+                "download-notebook-button",
+            ):
+                button["url"] = context["pathto"](f"{FULL}/{name}.ipynb", 1)
+                button["text"] = ".ipynb"
+                button["tooltip"] = (
+                    "Download the notebook (plain Jupyter, solutions included)"
+                )
         groups["download-buttons"]["buttons"].insert(
             1,
             {
@@ -83,6 +88,9 @@ def add_buttons(app, pagename, templatename, context, doctree) -> None:
         )
     url = colab_url(app, name)
     if url and "launch-buttons" in groups:
+        for button in groups["launch-buttons"]["buttons"]:
+            if button.get("text") == "Colab":  # the theme's: the full chapter
+                button["url"] = colab_url(app, name, FULL)
         groups["launch-buttons"]["buttons"].append(
             {
                 "type": "link",
