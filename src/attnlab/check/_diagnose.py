@@ -17,7 +17,7 @@ import torch
 
 from ._core import Case, CheckResult, close, run_check
 
-__all__ = ["run_diagnosed", "same", "is_constant"]
+__all__ = ["diagnosing", "run_diagnosed", "same", "is_constant"]
 
 
 class _Tracked:
@@ -37,17 +37,16 @@ class _Tracked:
         return self.fn(*args, **kwargs)
 
 
-def run_diagnosed(
-    name: str,
+def diagnosing(
     fn: Callable,
     cases: Sequence[Case],
     diagnose: Callable[[Case, Any], str | None],
     compare: Callable[[Any, Any], bool] = close,
-    forbid: Sequence[str] = (),
-) -> CheckResult:
-    """:func:`run_check`, with ``diagnose(case, got)`` choosing the hint of a failure."""
+) -> tuple[Callable, Callable[[Any, Any], bool]]:
+    """``(fn, compare)`` to hand to :func:`run_check`: when a case fails,
+    ``diagnose(case, got)`` may replace its hint with one that names the bug."""
     if not callable(fn):
-        return run_check(name, fn, cases, compare=compare, forbid=forbid)
+        return fn, compare
     tracked = _Tracked(fn)
 
     def compare_and_diagnose(got, expected):
@@ -71,7 +70,20 @@ def run_diagnosed(
                     case.hint = hint
         return ok
 
-    return run_check(name, tracked, cases, compare=compare_and_diagnose, forbid=forbid)
+    return tracked, compare_and_diagnose
+
+
+def run_diagnosed(
+    name: str,
+    fn: Callable,
+    cases: Sequence[Case],
+    diagnose: Callable[[Case, Any], str | None],
+    compare: Callable[[Any, Any], bool] = close,
+    forbid: Sequence[str] = (),
+) -> CheckResult:
+    """:func:`run_check`, with ``diagnose(case, got)`` choosing the hint of a failure."""
+    fn, compare = diagnosing(fn, cases, diagnose, compare)
+    return run_check(name, fn, cases, compare=compare, forbid=forbid)
 
 
 def same(got: Any, candidate: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from ..mappings import entmax15, entmax_bisect, softmax, sparsemax
-from ._core import Case
-from ._diagnose import is_constant, run_diagnosed, same
+from ._core import Case, run_check
+from ._diagnose import diagnosing, is_constant, same
 
 __all__ = [
     "sparsemax_sort",
@@ -84,12 +84,9 @@ def _inputs() -> list[tuple[str, torch.Tensor, str]]:
 def sparsemax_sort(fn) -> bool:
     """Check ``fn(scores) -> weights``: sparsemax along the last dim by sorting."""
     cases = [Case(lbl, (x.clone(),), sparsemax(x), hint) for lbl, x, hint in _inputs()]
-    return run_diagnosed(
-        "sparsemax_sort",
-        fn,
-        cases,
-        _diagnose_sparsemax,
-        forbid=FORBIDDEN["sparsemax_sort"],
+    fn, compare = diagnosing(fn, cases, _diagnose_sparsemax)
+    return run_check(
+        "sparsemax_sort", fn, cases, compare=compare, forbid=FORBIDDEN["sparsemax_sort"]
     )
 
 
@@ -165,8 +162,9 @@ def tail_mass(fn) -> bool:
         top = p.topk(kk, dim=-1).values.sum(-1) if kk else torch.zeros(p.shape[:-1])
         expected = (p.sum(-1) - top).to(p.dtype)
         cases.append(Case(label, (p.clone(), k), expected, hint))
-    return run_diagnosed(
-        "tail_mass", fn, cases, _diagnose_tail, forbid=FORBIDDEN["tail_mass"]
+    fn, compare = diagnosing(fn, cases, _diagnose_tail)
+    return run_check(
+        "tail_mass", fn, cases, compare=compare, forbid=FORBIDDEN["tail_mass"]
     )
 
 
@@ -216,8 +214,9 @@ def entmax_vjp(fn) -> bool:
         if "fully" in lbl:
             hint = "an empty support has a zero Jacobian: guard the division by sum(s)"
         cases.append(Case(f"alpha {alpha}, {lbl}", (p, g, alpha), xr.grad, hint))
-    return run_diagnosed(
-        "entmax_vjp", fn, cases, _diagnose_vjp, forbid=FORBIDDEN["entmax_vjp"]
+    fn, compare = diagnosing(fn, cases, _diagnose_vjp)
+    return run_check(
+        "entmax_vjp", fn, cases, compare=compare, forbid=FORBIDDEN["entmax_vjp"]
     )
 
 

@@ -22,8 +22,8 @@ import torch
 from ..attention import attend
 from ..scoring import AdditiveScore
 from ..toys import RECIPE_KEYS
-from ._core import Case, CheckResult
-from ._diagnose import is_constant, run_diagnosed, same
+from ._core import Case, CheckResult, run_check
+from ._diagnose import diagnosing, is_constant, same
 
 __all__ = [
     "additive_score",
@@ -109,12 +109,9 @@ def additive_score(fn: Callable) -> CheckResult:
             hint="tanh saturates at ±1: scores stay within ±‖v‖₁",
         ),
     ]
-    return run_diagnosed(
-        "additive_score",
-        fn,
-        cases,
-        _diagnose_additive,
-        forbid=FORBIDDEN["additive_score"],
+    fn, compare = diagnosing(fn, cases, _diagnose_additive)
+    return run_check(
+        "additive_score", fn, cases, compare=compare, forbid=FORBIDDEN["additive_score"]
     )
 
 
@@ -200,13 +197,9 @@ def winning_key(fn: Callable) -> CheckResult:
             hint,
         ),
     ]
-    return run_diagnosed(
-        "winning_key",
-        fn,
-        cases,
-        _diagnose_winner,
-        compare=_same_index,
-        forbid=FORBIDDEN["winning_key"],
+    fn, compare = diagnosing(fn, cases, _diagnose_winner, _same_index)
+    return run_check(
+        "winning_key", fn, cases, compare=compare, forbid=FORBIDDEN["winning_key"]
     )
 
 
@@ -297,12 +290,12 @@ def smallest_booster(fn: Callable) -> CheckResult:
         Case("B alone", ("B", 0.999), 0.0, "one key always gets all the weight"),
         Case("no B", ("ACCA", 0.9), math.inf, "no booster helps: return math.inf"),
     ]
-    return run_diagnosed(
+    fn, compare = diagnosing(fn, cases, _diagnose_booster, _same_booster)
+    return run_check(
         "smallest_booster",
         fn,
         cases,
-        _diagnose_booster,
-        compare=_same_booster,
+        compare=compare,
         forbid=FORBIDDEN["smallest_booster"],
     )
 
@@ -378,13 +371,9 @@ def factor_bilinear(fn: Callable) -> CheckResult:
     out = []
     for label, W, hint in cases:
         out.append(Case(label, (W.clone(),), W, hint))
-    return run_diagnosed(
-        "factor_bilinear",
-        fn,
-        out,
-        _diagnose_factor,
-        compare=_factors_ok,
-        forbid=FORBIDDEN["factor_bilinear"],
+    fn, compare = diagnosing(fn, out, _diagnose_factor, _factors_ok)
+    return run_check(
+        "factor_bilinear", fn, out, compare=compare, forbid=FORBIDDEN["factor_bilinear"]
     )
 
 

@@ -20,8 +20,8 @@ import torch
 from ..data import Vocab
 from ..masking import padding_mask
 from ..seq2seq import Seq2Seq, Seq2SeqConfig
-from ._core import Case, CheckResult
-from ._diagnose import is_constant, run_diagnosed, same
+from ._core import Case, CheckResult, run_check
+from ._diagnose import diagnosing, is_constant, same
 
 __all__ = [
     "greedy_decode",
@@ -103,12 +103,9 @@ def greedy_decode(fn: Callable) -> CheckResult:
         _greedy_case("every row ends at once", None, "luong", 4, 50.0, [2, 3], 6, stop),
         _greedy_case("max_len 1", "dot", "luong", 5, 0.0, [3, 1], 1),
     ]
-    return run_diagnosed(
-        "greedy_decode",
-        fn,
-        cases,
-        _diagnose_greedy,
-        forbid=FORBIDDEN["greedy_decode"],
+    fn, compare = diagnosing(fn, cases, _diagnose_greedy)
+    return run_check(
+        "greedy_decode", fn, cases, compare=compare, forbid=FORBIDDEN["greedy_decode"]
     )
 
 
@@ -179,11 +176,12 @@ def per_position_accuracy(fn: Callable) -> CheckResult:
     ]:
         p, g = torch.tensor(pred), torch.tensor(gold)
         cases.append(Case(label, (p, g, 0), _per_position_reference(p, g, 0), hint))
-    return run_diagnosed(
+    fn, compare = diagnosing(fn, cases, _diagnose_positions)
+    return run_check(
         "per_position_accuracy",
         fn,
         cases,
-        _diagnose_positions,
+        compare=compare,
         forbid=FORBIDDEN["per_position_accuracy"],
     )
 
@@ -243,11 +241,12 @@ def sorting_alignment(fn: Callable) -> CheckResult:
     ]:
         s, ln = torch.tensor(src), torch.tensor(n)
         cases.append(Case(label, (s, ln), _sorting_reference(s, ln), h))
-    return run_diagnosed(
+    fn, compare = diagnosing(fn, cases, _diagnose_sorting)
+    return run_check(
         "sorting_alignment",
         fn,
         cases,
-        _diagnose_sorting,
+        compare=compare,
         forbid=FORBIDDEN["sorting_alignment"],
     )
 
