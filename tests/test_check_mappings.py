@@ -116,3 +116,123 @@ def test_new_checks_pass_reference_and_fail_wrong(
     assert getattr(attnlab.check, check)(good)
     with pytest.raises(attnlab.check.CheckFailed):
         getattr(attnlab.check, check)(bad)
+
+
+# ------------------------------------------------ every wrong answer gets its own hint
+def ascending_sparsemax(x):  # sorts the wrong way round
+    zs, _ = x.sort(-1)
+    cs = zs.cumsum(-1)
+    r = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+    k = (1 + r * zs > cs).sum(-1, keepdim=True).clamp_min(1)
+    return (x - (cs.gather(-1, k - 1) - 1) / k).clamp_min(0)
+
+
+def off_by_one_sparsemax(x):  # counts the support from 0
+    zs, _ = x.sort(-1, descending=True)
+    cs = zs.cumsum(-1)
+    r = torch.arange(0, x.shape[-1], dtype=x.dtype)
+    k = (1 + r * zs > cs).sum(-1, keepdim=True).clamp(1, x.shape[-1])
+    return (x - (cs.gather(-1, k - 1) - 1) / k).clamp_min(0)
+
+
+def first_dim_sparsemax(x):  # works along dim 0
+    return (
+        good_sparsemax(x.transpose(0, -1)).transpose(0, -1)
+        if x.dim() > 1
+        else good_sparsemax(x)
+    )
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda x: attnlab.softmax(x), "that is softmax"),
+        (lambda x: attnlab.sparsemax(x), "called attnlab.mappings.sparsemax"),
+        (lambda x: attnlab.mappings.sparsemax(x, method="sort"), "called attnlab"),
+        (naive_sparsemax, "a row that is all -inf gets all zeros"),
+        (ascending_sparsemax, "sort in decreasing order"),
+        (off_by_one_sparsemax, "the support size is off by one"),
+        (first_dim_sparsemax, "work along the last dimension"),
+        (lambda x: torch.full_like(x, 0.25), "the weights must depend on the scores"),
+    ],
+    ids=[
+        "softmax",
+        "library",
+        "library-sort",
+        "nan",
+        "ascending",
+        "k-1",
+        "dim0",
+        "const",
+    ],
+)
+def test_sparsemax_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.sparsemax_sort(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (
+            lambda p, k: p.sum(-1) - p[..., :k].sum(-1),
+            "the k largest entries, not the first k",
+        ),
+        (lambda p, k: p.topk(min(k, p.shape[-1]), -1).values.sum(-1), "total minus"),
+        (lambda p, k: p.sum(-1) - p.topk(k, -1).values.sum(-1), "clamp k"),
+        (lambda p, k: p - p, "one number per row"),
+    ],
+    ids=["first-k", "top-not-tail", "k>n", "shape"],
+)
+def test_tail_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.tail_mass(wrong)
+
+
+def softmax_for_all(p, g, alpha):  # s = p whatever alpha
+    return p * (
+        g - (p * g).sum(-1, keepdim=True) / p.sum(-1, keepdim=True).clamp_min(1e-30)
+    )
+
+
+def unguarded_vjp(p, g, alpha):  # 0 / 0 on a row with no support
+    s = torch.where(p > 0, p.clamp_min(1e-300) ** (2 - alpha), 0.0)
+    return s * (g - (s * g).sum(-1, keepdim=True) / s.sum(-1, keepdim=True))
+
+
+def by_autograd(p, g, alpha):  # recomputes the forward with the library: not written
+    x = torch.where(p > 0, p.log(), torch.full_like(p, -1e3)).requires_grad_()
+    (attnlab.entmax_bisect(x, alpha) * g).sum().backward()
+    return x.grad
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (power_everywhere, "s must be 0 off the support"),
+        (softmax_for_all, "s = p is softmax's case only"),
+        (
+            lambda p, g, a: torch.where(p > 0, p ** (2 - a), 0.0) * g,
+            "subtract the s-weighted mean",
+        ),
+        (by_autograd, "called attnlab.mappings.entmax_bisect"),
+        (unguarded_vjp, "guard the division"),
+    ],
+    ids=["0^0", "softmax-s", "no-mean", "autograd", "nan"],
+)
+def test_vjp_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.entmax_vjp(wrong)
+
+
+def test_forbidden_lists_every_check_and_resolves():
+    from attnlab.check import mappings
+    from attnlab.check._core import _resolve
+
+    assert set(mappings.FORBIDDEN) == set(mappings.__all__)
+    for names in mappings.FORBIDDEN.values():
+        for dotted in names:
+            _resolve(dotted)

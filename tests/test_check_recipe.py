@@ -49,9 +49,34 @@ def test_additive_passes_solution(capsys):
     assert capsys.readouterr().out.startswith("✅ additive_score")
 
 
-@pytest.mark.parametrize("wrong", [no_tanh, swapped, transposed, fixed_dims])
-def test_additive_fails_wrong_answers(wrong):
-    with pytest.raises(CheckFailed, match="❌ additive_score"):
+def library_scorer(q, k, W1, W2, v):  # the exercise's own answer, from the library
+    scorer = attnlab.scoring.AdditiveScore(W2.shape[1], W1.shape[1], W1.shape[0])
+    with torch.no_grad():
+        scorer.W1.weight.copy_(W1)
+        scorer.W2.weight.copy_(W2)
+        scorer.v.weight.copy_(v[None])
+        return scorer(q, k)
+
+
+def no_v(q, k, W1, W2, v):  # sums the hidden units instead of weighting them
+    return torch.tanh((k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)).sum(-1)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (no_tanh, "apply tanh"),
+        (swapped, "W1 acts on the keys"),
+        (transposed, "you returned \\(S, T\\)"),
+        (fixed_dims, "keep the leading batch dimensions"),
+        (no_v, "weight the Dh hidden units with v"),
+        (library_scorer, "called attnlab.scoring.AdditiveScore"),
+        (lambda q, k, W1, W2, v: torch.zeros(q.shape[:-1] + k.shape[-2:-1]), "depend"),
+    ],
+    ids=["no-tanh", "swapped", "transposed", "fixed-dims", "no-v", "library", "const"],
+)
+def test_additive_names_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
         attnlab.check.additive_score(wrong)
 
 
@@ -83,21 +108,40 @@ def test_winner_passes_solution_and_accepts_tensor_index(capsys):
     assert capsys.readouterr().out.count("✅ winning_key") == 2
 
 
+def by_softmax(angle, keys):  # the exercise says: without calling softmax
+    rad = math.radians(angle)
+    q = 1e4 * torch.tensor([[math.cos(rad), math.sin(rad)]], dtype=keys.dtype)
+    _, w = attnlab.attend(q, keys, keys)
+    return int(w[0].argmax())
+
+
 @pytest.mark.parametrize(
-    "wrong",
+    "wrong, hint",
     [
-        nearest_angle,
-        longest_key,
-        radians_mixup,
-        lambda a, k: float(good_winner(a, k)) + 0.5,
-        lambda a, k: torch.tensor([good_winner(a, k)] * 2),
-        lambda a, k: True,
-        lambda a, k: str(good_winner(a, k)),
+        (nearest_angle, "closest in angle"),
+        (longest_key, "the longest key does not always win"),
+        (radians_mixup, "the angle is in degrees"),
+        (by_softmax, "called attnlab.attention.attend"),
+        (lambda a, k: float(good_winner(a, k)) + 0.5, "as an int"),
+        (lambda a, k: torch.tensor([good_winner(a, k)] * 2), "return one index"),
+        (lambda a, k: True, "as an int"),
+        (lambda a, k: str(good_winner(a, k)), "as an int"),
+        (lambda a, k: 0, "❌ winning_key"),
     ],
-    ids=["nearest", "longest", "radians", "float", "tensor2", "bool", "str"],
+    ids=[
+        "nearest",
+        "longest",
+        "radians",
+        "attend",
+        "float",
+        "tensor2",
+        "bool",
+        "str",
+        "0",
+    ],
 )
-def test_winner_fails_wrong_answers(wrong):
-    with pytest.raises(CheckFailed, match="❌ winning_key"):
+def test_winner_names_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
         attnlab.check.winning_key(wrong)
 
 
@@ -144,12 +188,46 @@ def ignores_distractor_count(seq, target):  # solves for A B C B whatever seq is
     return good_booster("ABCB", target) if "B" in seq else float("inf")
 
 
-def test_booster_passes_and_fails(capsys):
+def one_b_only(seq, target):  # the weight of a single B, though there may be two
+    import math
+
+    if "B" not in seq:
+        return math.inf
+    nA, nC = seq.count("A"), seq.count("C")
+
+    def w(c):
+        return 1 / (1 + nA * math.exp(-c) + nC * math.exp(-0.8 * c))
+
+    lo, hi = 0.0, 1.0
+    while w(hi) < target:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if w(mid) < target else (lo, mid)
+    return hi
+
+
+def test_booster_passes(capsys):
     assert attnlab.check.smallest_booster(good_booster)
-    with pytest.raises(CheckFailed):
-        attnlab.check.smallest_booster(ignores_distractor_count)
-    with pytest.raises(CheckFailed):  # a fixed guess
-        attnlab.check.smallest_booster(lambda seq, target: 10.0)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (ignores_distractor_count, "more distractors need a larger c"),
+        (one_b_only, "sum the weight on all the Bs"),
+        (lambda seq, target: target, "return the booster c, not the target weight"),
+        (lambda seq, target: 10.0, "❌ smallest_booster"),  # the page's c
+        (
+            lambda seq, target: good_booster(seq, target) if "B" in seq else 0.0,
+            "math.inf",
+        ),
+    ],
+    ids=["abcb", "one-b", "target", "ten", "no-inf"],
+)
+def test_booster_names_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.smallest_booster(wrong)
 
 
 # ---------------------------------------------------------------- factor_bilinear
@@ -170,11 +248,39 @@ def svd_not_cut(W):  # right product, but keeps every singular value, zeros incl
     return root[:, None] * Vh, root[:, None] * U.T
 
 
-def test_factor_passes_and_fails(capsys):
+def swapped_factors(W):  # W_q and W_k the other way round
+    W_q, W_k = good_factor(W)
+    return W_k, W_q
+
+
+def test_factor_passes(capsys):
     assert attnlab.check.factor_bilinear(good_factor)
-    for wrong in (full_size, lambda W: (W.T, W), svd_not_cut):
-        with pytest.raises(CheckFailed):
-            attnlab.check.factor_bilinear(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (full_size, "the smallest size is rank\\(W\\)"),
+        (svd_not_cut, "the smallest size is rank\\(W\\)"),
+        (swapped_factors, "you swapped the two"),
+        (lambda W: (W.T, W), "❌ factor_bilinear"),
+        (lambda W: W, "return a pair"),
+    ],
+    ids=["full-size", "not-cut", "swapped", "WT-W", "single"],
+)
+def test_factor_names_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.factor_bilinear(wrong)
+
+
+def test_forbidden_lists_every_check_and_resolves():
+    from attnlab.check import recipe
+    from attnlab.check._core import _resolve
+
+    assert set(recipe.FORBIDDEN) == set(recipe.__all__)
+    for names in recipe.FORBIDDEN.values():
+        for dotted in names:
+            _resolve(dotted)
 
 
 @pytest.mark.parametrize("name", ["smallest_booster", "factor_bilinear"])

@@ -39,7 +39,7 @@ def good_greedy(model, src, src_lengths, max_len):
 
 
 def never_stops(model, src, src_lengths, max_len):  # always max_len columns
-    ids = model.greedy(src, src_lengths, max_len)[0]
+    ids = good_greedy(model, src, src_lengths, max_len)
     pad = torch.zeros(ids.shape[0], max_len - ids.shape[1], dtype=ids.dtype)
     return torch.cat([ids, pad], dim=1)
 
@@ -61,15 +61,52 @@ def no_pad_after_eos(model, src, src_lengths, max_len):  # keeps writing after <
     return torch.stack(out, dim=1)
 
 
-def test_greedy_passes_solution_and_library(capsys):
+def returns_bos_too(model, src, src_lengths, max_len):  # keeps <bos> in the output
+    from attnlab.data import Vocab
+
+    ids = good_greedy(model, src, src_lengths, max_len)
+    bos = torch.full((ids.shape[0], 1), Vocab.bos_id, dtype=ids.dtype)
+    return torch.cat([bos, ids], dim=1)
+
+
+def time_major(model, src, src_lengths, max_len):  # (T, B): stacked along dim 0
+    return good_greedy(model, src, src_lengths, max_len).T
+
+
+def test_greedy_passes_solution(capsys):
     assert attnlab.check.greedy_decode(good_greedy)
-    assert attnlab.check.greedy_decode(lambda m, s, n, T: m.greedy(s, n, T)[0])
     assert "✅" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [never_stops, no_pad_after_eos])
-def test_greedy_fails_wrong(wrong):
-    with pytest.raises(CheckFailed):
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (
+            lambda m, s, n, T: m.greedy(s, n, T)[0],
+            "called attnlab.decoding.greedy_decode",
+        ),
+        (
+            lambda m, s, n, T: m.translate and m.greedy(s, n, T)[0][:, :T],
+            "called attnlab.decoding.greedy_decode",
+        ),
+        (never_stops, "stop as soon as every row has written <eos>"),
+        (no_pad_after_eos, "write <pad> in that row"),
+        (returns_bos_too, "<bos> is the first input, not an output"),
+        (time_major, "the ids are \\(T, B\\)"),
+        (lambda m, s, n, T: torch.zeros(s.shape[0], T, dtype=torch.long), None),
+    ],
+    ids=[
+        "model.greedy",
+        "greedy-sliced",
+        "never-stops",
+        "no-pad",
+        "bos",
+        "T-B",
+        "zeros",
+    ],
+)
+def test_greedy_names_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint or "❌ greedy_decode"):
         attnlab.check.greedy_decode(wrong)
 
 
@@ -96,10 +133,40 @@ def whole_row(pred, gold, pad_id):  # exact match per row, not per position
     )
 
 
-def test_positions_pass_and_fail(capsys):
+def counts(pred, gold, pad_id):  # how many rows, not which fraction
+    return good_positions(pred, gold, pad_id) * gold.shape[0]
+
+
+def per_row(pred, gold, pad_id):  # the mean over the wrong dimension
+    T = gold.shape[1]
+    p = torch.full_like(gold, pad_id)
+    n = min(T, pred.shape[1])
+    p[:, :n] = pred[:, :n]
+    return (p == gold).float().mean(1)
+
+
+def no_padding(pred, gold, pad_id):  # a short prediction breaks the comparison
+    return (pred[:, : gold.shape[1]] == gold).float().mean(0)
+
+
+def test_positions_pass(capsys):
     assert attnlab.check.per_position_accuracy(good_positions)
-    with pytest.raises(CheckFailed):
-        attnlab.check.per_position_accuracy(whole_row)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (whole_row, "score each position on its own"),
+        (counts, "a fraction of the rows, not a count"),
+        (per_row, "average over the rows \\(dim 0\\)"),
+        (no_padding, "positions past the end of a prediction count as pad_id"),
+        (lambda p, g, pad: torch.ones(g.shape[1]), "must depend on where"),
+    ],
+    ids=["whole-row", "counts", "per-row", "no-padding", "constant"],
+)
+def test_positions_name_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.per_position_accuracy(wrong)
 
 
 # ---------------------------------------------------------------- sorting_alignment
@@ -120,14 +187,39 @@ def sorts_padding_too(src, lengths):  # padding id 0 sorts first
     return out
 
 
-def test_sorting_passes_and_fails(capsys):
+def test_sorting_passes(capsys):
     assert attnlab.check.sorting_alignment(good_sorting)
-    with pytest.raises(CheckFailed):
-        attnlab.check.sorting_alignment(sorts_padding_too)
-    with pytest.raises(CheckFailed):  # reversal is not sorting
-        attnlab.check.sorting_alignment(
-            lambda src, n: attnlab.data.ReversalTask.alignment(n, src.shape[1])
-        )
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (sorts_padding_too, "padding \\(id 0\\) is not a token"),
+        (
+            lambda src, n: attnlab.data.ReversalTask.alignment(n, src.shape[1]),
+            "that is reversal's anti-diagonal",
+        ),
+        (
+            lambda src, n: good_sorting(src, n).transpose(1, 2),
+            "you returned the transpose",
+        ),
+        (lambda src, n: good_sorting(-src * (src > 0), n), "increasing order"),
+    ],
+    ids=["padding", "reversal", "transposed", "descending"],
+)
+def test_sorting_names_the_bug(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.sorting_alignment(wrong)
+
+
+def test_forbidden_lists_every_check_and_resolves():
+    from attnlab.check import seq2seq
+    from attnlab.check._core import _resolve
+
+    assert set(seq2seq.FORBIDDEN) == set(seq2seq.__all__)
+    for names in seq2seq.FORBIDDEN.values():
+        for dotted in names:
+            _resolve(dotted)  # raises if the name does not exist
 
 
 @pytest.mark.parametrize(

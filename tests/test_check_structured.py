@@ -72,3 +72,134 @@ def test_pending_stub(monkeypatch):
 
     result = check.viterbi(stub)
     assert not result and "not implemented yet" in result.line
+
+
+# ------------------------------------------------ every wrong answer gets its own hint
+import pytest  # noqa: E402
+
+from attnlab.check import CheckFailed  # noqa: E402
+
+
+def exact_repeated(s, r, n, b=0.0):  # never samples: the exact gradient n times
+    p = torch.softmax(s, -1)
+    return (p * (r - (p * r).sum())).expand(n, len(s)).clone()
+
+
+def averaged(s, r, n, b=0.0):  # each row the mean of 16 samples: too little noise
+    return torch.stack([good_reinforce(s, r, 16, b).mean(0) for _ in range(n)])
+
+
+def no_minus_p(s, r, n, b=0.0):
+    idx = torch.multinomial(torch.softmax(s, -1), n, replacement=True)
+    return (r[idx] - b)[:, None] * F.one_hot(idx, len(s)).to(s.dtype)
+
+
+def library_reinforce(s, r, n, b=0.0):
+    from attnlab.structured import ReinforceSample
+
+    ReinforceSample()
+    return good_reinforce(s, r, n, b)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (exact_repeated, "every row is the same"),
+        (averaged, "draw one key per row"),
+        (no_minus_p, "the − p term is missing"),
+        (lambda s, r, n, b=0.0: good_reinforce(s, r, n), "subtract the baseline"),
+        (library_reinforce, "called attnlab.structured.ReinforceSample"),
+        (lambda s, r, n, b=0.0: good_reinforce(s, r, n, b).T, "shape"),
+    ],
+    ids=["exact", "averaged", "no-p", "no-baseline", "library", "transposed"],
+)
+def test_reinforce_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        check.reinforce_estimates(wrong)
+
+
+def naive_log_z(u, A):  # exp then log: overflows at x1000
+    a = u[:, 0].exp()
+    for i in range(1, u.shape[1]):
+        a = u[:, i].exp() * (a @ A.exp())
+    return a.sum(-1).log()
+
+
+def transposed_log_z(u, A):  # reads transition[c, c_prev]
+    return good_log_z(u, A.T)
+
+
+def max_log_z(u, A):  # the Viterbi score, not log Z
+    a = u[:, 0]
+    for i in range(1, u.shape[1]):
+        a = u[:, i] + (a[:, :, None] + A).amax(dim=1)
+    return a.amax(-1)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (naive_log_z, "stay in log space"),
+        (transposed_log_z, "the previous state is the row"),
+        (max_log_z, "log Z needs logsumexp"),
+        (lambda u, A: torch.logsumexp(u, -1).sum(-1), "the transitions are missing"),
+        (
+            lambda u, A: check.structured.linear_chain_log_partition(u, A),
+            "called attnlab.structured.linear_chain_log_partition",
+        ),
+        (lambda u, A: torch.zeros(u.shape[0]), "a_i\\[c\\] = u_i\\[c\\] \\+ logsumexp"),
+    ],
+    ids=["exp-log", "A.T", "max", "no-A", "library", "const"],
+)
+def test_log_partition_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        check.log_partition(wrong)
+
+
+def posterior_decoding(u, A):
+    from attnlab.structured import linear_chain_marginals
+
+    return linear_chain_marginals(u, A).argmax(-1)
+
+
+def posterior_by_hand(u, A):  # argmax of marginals, computed with autograd
+    u = u.clone().requires_grad_()
+    (m,) = torch.autograd.grad(good_log_z(u, A).sum(), u)
+    return m.argmax(-1)
+
+
+def greedy_left_to_right(u, A):
+    z = [u[:, 0].argmax(-1)]
+    for i in range(1, u.shape[1]):
+        z.append((u[:, i] + A[z[-1]]).argmax(-1))
+    return torch.stack(z, 1)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda u, A: u.argmax(-1), "ignores the transitions"),
+        (posterior_by_hand, "the argmax of the marginals is not the best labelling"),
+        (posterior_decoding, "called attnlab.structured.linear_chain_marginals"),
+        (greedy_left_to_right, "a greedy left-to-right choice"),
+        (lambda u, A: good_viterbi(u, A.T), "the previous state is the row of A"),
+        (lambda u, A: good_viterbi(u, A).float(), "labels are integers"),
+    ],
+    ids=["unary", "posterior", "library", "greedy", "A.T", "float"],
+)
+def test_viterbi_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        check.viterbi(wrong)
+
+
+def test_forbidden_lists_every_check_and_resolves():
+    from attnlab.check import structured
+    from attnlab.check._core import _resolve
+
+    assert set(structured.FORBIDDEN) == set(structured.__all__)
+    for names in structured.FORBIDDEN.values():
+        for dotted in names:
+            _resolve(dotted)

@@ -91,11 +91,17 @@ def test_scorers_are_fixed_and_leave_global_rng_alone():
             assert torch.equal(pa, pb)
 
 
-def test_draws_a_figure():
+def test_draws_a_figure_with_alt_text(monkeypatch):
+    import attnlab.widgets.recipe as R
+
+    shown = []
+    monkeypatch.setattr(R, "show", lambda fig, alt: shown.append((fig, alt)))
     query_vs_keys(angle=45.0, length=2.0)
-    fig = plt.gcf()
+    ((fig, alt),) = shown
     assert len(fig.axes) == 4
     assert "length 2.00" in fig.axes[0].get_title()
+    assert "45 degrees" in alt and "largest weight" in alt
+    assert fig.get_size_inches()[0] <= 6.5
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), "long"])

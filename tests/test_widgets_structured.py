@@ -70,3 +70,12 @@ def test_widget_builds():
     pytest.importorskip("ipywidgets")
     w = W.alignment_lab_widget()
     assert len(w.children) >= 6
+
+
+def test_lab_figure_has_alt_text_and_fits_a_phone(monkeypatch):
+    shown = []
+    monkeypatch.setattr(W, "show", lambda fig, alt: shown.append((fig, alt)))
+    W.alignment_lab("Vou", "fusedmax", draw=True)
+    ((fig, alt),) = shown
+    assert fig.get_size_inches()[0] <= 6.5
+    assert "fusedmax weights" in alt and "Vou" in alt

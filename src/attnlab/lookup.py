@@ -250,7 +250,13 @@ def grad_variance(
     at the *same* weights (a fresh :class:`LookupNet` from ``seed`` unless ``net`` is
     given), each on a fresh training minibatch and fresh sampling noise. Returns
     ``{"variance": trace of their covariance (sum over coordinates of the variance),
-    "mean_sq": squared norm of their mean, "snr": mean_sq / variance}``.
+    "mean_sq": squared norm of their mean, "snr": mean_sq / variance,
+    "snr_unbiased": (mean_sq - variance / draws) / variance, "floor": 1 / draws}``.
+
+    The squared norm of a mean of ``draws`` noisy gradients overestimates the squared
+    norm of the true mean by ``variance / draws`` on average, so the plain ``snr``
+    never falls much below ``1 / draws`` even for pure noise; ``snr_unbiased``
+    subtracts that floor (and can be slightly negative when the signal is below it).
     """
     cfg = cfg or LookupConfig()
     if draws < 2:
@@ -271,4 +277,10 @@ def grad_variance(
     G = torch.stack(grads)  # (draws, n_params)
     var = float(G.var(dim=0).sum())
     mean_sq = float(G.mean(dim=0).square().sum())
-    return {"variance": var, "mean_sq": mean_sq, "snr": mean_sq / var}
+    return {
+        "variance": var,
+        "mean_sq": mean_sq,
+        "snr": mean_sq / var,
+        "snr_unbiased": (mean_sq - var / draws) / var,
+        "floor": 1.0 / draws,
+    }

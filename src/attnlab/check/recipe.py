@@ -23,6 +23,7 @@ from ..attention import attend
 from ..scoring import AdditiveScore
 from ..toys import RECIPE_KEYS
 from ._core import Case, CheckResult, run_check
+from ._diagnose import diagnosing, is_constant, same
 
 __all__ = [
     "additive_score",
@@ -30,6 +31,18 @@ __all__ = [
     "smallest_booster",
     "factor_bilinear",
 ]
+
+# check name -> the library functions its exercise asks the student to write instead
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "additive_score": ("attnlab.scoring.AdditiveScore",),
+    "winning_key": (  # "without calling softmax": no attention, no widget
+        "attnlab.attention.attend",
+        "attnlab.mappings.softmax",
+        "attnlab.widgets.recipe.query_vs_keys",
+    ),
+    "smallest_booster": (),  # its solution calls attend: the search is the exercise
+    "factor_bilinear": (),  # the library has no factorisation
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -96,7 +109,32 @@ def additive_score(fn: Callable) -> CheckResult:
             hint="tanh saturates at ±1: scores stay within ±‖v‖₁",
         ),
     ]
-    return run_check("additive_score", fn, cases)
+    fn, compare = diagnosing(fn, cases, _diagnose_additive)
+    return run_check(
+        "additive_score", fn, cases, compare=compare, forbid=FORBIDDEN["additive_score"]
+    )
+
+
+def _diagnose_additive(case: Case, got) -> str | None:
+    q, k, W1, W2, v = case.args
+    exp = case.expected  # (..., T, S)
+    if not isinstance(got, torch.Tensor):
+        return "return a tensor of scores, shape (..., T, S)"
+    if got.shape != exp.shape and got.shape == exp.transpose(-2, -1).shape:
+        if same(got, exp.transpose(-2, -1)):
+            return "the scores are (T, S): one row per query; you returned (S, T)"
+    hidden = (k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)  # (..., T, S, Dh)
+    if same(got, hidden @ v):
+        return "apply tanh to W1 k_j + W2 q_t before the product with v"
+    if same(got, torch.tanh(hidden).sum(-1)):
+        return "weight the Dh hidden units with v: tanh(...) @ v, not a plain sum"
+    if W1.shape == W2.shape:
+        swapped = torch.tanh((k @ W2.T).unsqueeze(-3) + (q @ W1.T).unsqueeze(-2)) @ v
+        if same(got, swapped):
+            return "W1 acts on the keys (Dh, Dk) and W2 on the queries (Dh, Dq)"
+    if is_constant(got, exp):
+        return "the scores must depend on the queries and keys"
+    return None
 
 
 # The keys of the chapter's widget (one copy, in attnlab.toys).
@@ -159,7 +197,33 @@ def winning_key(fn: Callable) -> CheckResult:
             hint,
         ),
     ]
-    return run_check("winning_key", fn, cases, compare=_same_index)
+    fn, compare = diagnosing(fn, cases, _diagnose_winner, _same_index)
+    return run_check(
+        "winning_key", fn, cases, compare=compare, forbid=FORBIDDEN["winning_key"]
+    )
+
+
+def _diagnose_winner(case: Case, got) -> str | None:
+    angle, keys = case.args
+    if isinstance(got, torch.Tensor) and got.numel() != 1:
+        return "return one index (an int), not a tensor of scores or weights"
+    if isinstance(got, bool) or not isinstance(got, (numbers.Integral, torch.Tensor)):
+        return "return the key's index as an int"
+    k = keys.double()
+    rad = math.radians(angle)
+    direction = torch.tensor([math.cos(rad), math.sin(rad)], dtype=torch.float64)
+    idx = int(got.item()) if isinstance(got, torch.Tensor) else int(got)
+    if idx == int((k @ direction / k.norm(dim=-1)).argmax()):
+        return (
+            "that key is the closest in angle; a long query picks the largest "
+            "projection k_j·q/‖q‖, which counts the key's length too"
+        )
+    if idx == int(k.norm(dim=-1).argmax()):
+        return "the longest key does not always win: project each key on the query"
+    wrong_unit = torch.tensor([math.cos(angle), math.sin(angle)], dtype=torch.float64)
+    if idx == int((k @ wrong_unit).argmax()):
+        return "the angle is in degrees: math.radians(angle) before cos and sin"
+    return None
 
 
 # The "look for B" toy: embeddings, W_q and W_v of the chapter; W_k = c I.
@@ -226,7 +290,46 @@ def smallest_booster(fn: Callable) -> CheckResult:
         Case("B alone", ("B", 0.999), 0.0, "one key always gets all the weight"),
         Case("no B", ("ACCA", 0.9), math.inf, "no booster helps: return math.inf"),
     ]
-    return run_check("smallest_booster", fn, cases, compare=_same_booster)
+    fn, compare = diagnosing(fn, cases, _diagnose_booster, _same_booster)
+    return run_check(
+        "smallest_booster",
+        fn,
+        cases,
+        compare=compare,
+        forbid=FORBIDDEN["smallest_booster"],
+    )
+
+
+def _b_weight_single(seq: str, c: float) -> float:
+    """The weight on one B, as if the sequence held only one (a usual slip)."""
+    nA, nC = seq.count("A"), seq.count("C")
+    return 1.0 / (1.0 + nA * math.exp(-c) + nC * math.exp(-0.8 * c))
+
+
+def _diagnose_booster(case: Case, got) -> str | None:
+    seq, target = case.args
+    try:
+        c = float(got)
+    except (TypeError, ValueError):
+        return "return the booster c as a float (math.inf if no c works)"
+    exp = case.expected
+    if math.isinf(exp) and not math.isinf(c):
+        return "with no B in the sequence no booster helps: return math.inf"
+    if not math.isinf(exp) and math.isinf(c):
+        return "this sequence has a B, so some finite c reaches the target"
+    if 0.0 < c <= 1.0 and exp > 1.0 and abs(c - target) < 1e-6:
+        return "return the booster c, not the target weight"
+    if seq != "ABCB" and _same_booster(c, _booster_reference("ABCB", target)):
+        return (
+            "the answer depends on the sequence: more distractors need a larger c "
+            "(about the log of their number)"
+        )
+    if seq.count("B") > 1 and 0.0 < c < math.inf:
+        if abs(_b_weight_single(seq, c) - target) < 1e-3 and exp < c:
+            return "every B gets weight: sum the weight on all the Bs, not one"
+    if exp == 0.0 and c > 0.0:
+        return "check c = 0 first: the Bs may already get the target there"
+    return None
 
 
 def _factors_ok(got, W) -> bool:
@@ -268,4 +371,29 @@ def factor_bilinear(fn: Callable) -> CheckResult:
     out = []
     for label, W, hint in cases:
         out.append(Case(label, (W.clone(),), W, hint))
-    return run_check("factor_bilinear", fn, out, compare=_factors_ok)
+    fn, compare = diagnosing(fn, out, _diagnose_factor, _factors_ok)
+    return run_check(
+        "factor_bilinear", fn, out, compare=compare, forbid=FORBIDDEN["factor_bilinear"]
+    )
+
+
+def _diagnose_factor(case: Case, got) -> str | None:
+    (W,) = case.args
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return "return a pair (W_q, W_k)"
+    W_q, W_k = (torch.as_tensor(t).double() for t in got)
+    W = W.double()
+    rank = int(torch.linalg.matrix_rank(W))
+    if W_q.dim() != 2 or W_k.dim() != 2 or W_q.shape[0] != W_k.shape[0]:
+        return "W_q is (r, D_q) and W_k is (r, D_k): the same number of rows r"
+    if W_k.shape[1] == W.shape[1] and W_q.shape[1] == W.shape[0]:
+        if torch.allclose(W_q.T @ W_k, W, atol=1e-6):
+            return "you swapped the two: W_k^T W_q must equal W (W_q acts on queries)"
+    product_ok = W_k.shape[1] == W.shape[0] and W_q.shape[1] == W.shape[1]
+    if product_ok and torch.allclose(W_k.T @ W_q, W, atol=1e-6):
+        if W_q.shape[0] != rank:
+            return (
+                f"right product, but {W_q.shape[0]} rows: the smallest size is "
+                f"rank(W) = {rank} — keep only the singular values above a tolerance"
+            )
+    return None

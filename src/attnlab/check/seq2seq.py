@@ -21,12 +21,25 @@ from ..data import Vocab
 from ..masking import padding_mask
 from ..seq2seq import Seq2Seq, Seq2SeqConfig
 from ._core import Case, CheckResult, run_check
+from ._diagnose import diagnosing, is_constant, same
 
 __all__ = [
     "greedy_decode",
     "per_position_accuracy",
     "sorting_alignment",
 ]
+
+# check name -> the library functions its exercise asks the student to write instead
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "greedy_decode": (
+        "attnlab.decoding.greedy_decode",  # what model.greedy and translate run
+        "attnlab.decoding.beam_search",
+        "attnlab.decoding.generate",
+        "attnlab.train.greedy_ids",
+    ),
+    "per_position_accuracy": (),  # the library has no per-position accuracy
+    "sorting_alignment": (),  # nor a sorting task
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -90,7 +103,43 @@ def greedy_decode(fn: Callable) -> CheckResult:
         _greedy_case("every row ends at once", None, "luong", 4, 50.0, [2, 3], 6, stop),
         _greedy_case("max_len 1", "dot", "luong", 5, 0.0, [3, 1], 1),
     ]
-    return run_check("greedy_decode", fn, cases)
+    fn, compare = diagnosing(fn, cases, _diagnose_greedy)
+    return run_check(
+        "greedy_decode", fn, cases, compare=compare, forbid=FORBIDDEN["greedy_decode"]
+    )
+
+
+def _diagnose_greedy(case: Case, got) -> str | None:
+    """Name the usual bug of a decoding loop from its wrong ids."""
+    exp = case.expected  # (B, T) ids
+    max_len = case.args[3]
+    if not isinstance(got, torch.Tensor) or got.dim() != 2:
+        return "return the ids as one (B, T) tensor: torch.stack(out, dim=1)"
+    B, T = exp.shape
+    if got.shape == (T, B) and torch.equal(got.T.long(), exp):
+        return "the ids are (T, B): stack the steps along dim 1 to get (B, T)"
+    starts_bos = bool((exp[:, 0] == Vocab.bos_id).all())
+    if got.shape[1] >= 1 and bool((got[:, 0] == Vocab.bos_id).all()) and not starts_bos:
+        return "<bos> is the first input, not an output: do not return it"
+    if got.shape[0] != B:
+        return f"one row per source sentence: expected {B} rows, got {got.shape[0]}"
+    if got.shape[1] > T and torch.equal(got[:, :T].long(), exp):
+        if got.shape[1] == max_len:
+            return (
+                "stop as soon as every row has written <eos>: you ran all "
+                f"max_len={max_len} steps"
+            )
+        return "stop as soon as every row has written <eos>"
+    if got.shape[1] < T and torch.equal(got.long(), exp[:, : got.shape[1]]):
+        return (
+            f"one step short: the loop may run up to max_len={max_len} steps and must "
+            "stop only once every row has written <eos>"
+        )
+    if got.shape == exp.shape:
+        wrong = got.long() != exp
+        if bool(wrong.any()) and bool((exp[wrong] == Vocab.pad_id).all()):
+            return "after a row has written <eos>, write <pad> in that row"
+    return None
 
 
 def _per_position_reference(pred, gold, pad_id):
@@ -127,7 +176,36 @@ def per_position_accuracy(fn: Callable) -> CheckResult:
     ]:
         p, g = torch.tensor(pred), torch.tensor(gold)
         cases.append(Case(label, (p, g, 0), _per_position_reference(p, g, 0), hint))
-    return run_check("per_position_accuracy", fn, cases)
+    fn, compare = diagnosing(fn, cases, _diagnose_positions)
+    return run_check(
+        "per_position_accuracy",
+        fn,
+        cases,
+        compare=compare,
+        forbid=FORBIDDEN["per_position_accuracy"],
+    )
+
+
+def _diagnose_positions(case: Case, got) -> str | None:
+    pred, gold, pad_id = case.args
+    exp = case.expected  # (T,)
+    B, T = gold.shape
+    if not isinstance(got, torch.Tensor):
+        return "return a (T,) float tensor, one fraction per gold position"
+    if got.shape == (B,) and B != T:
+        return "average over the rows (dim 0): one number per position, shape (T,)"
+    if got.shape == exp.shape and same(got.double(), exp * B):
+        return "a fraction of the rows, not a count: divide by the number of rows"
+    n = min(T, pred.shape[1])
+    whole = (pred[:, :n] == gold[:, :n]).all(1).double().mean()
+    if got.shape == exp.shape and same(got.double(), whole.expand(T)):
+        return (
+            "score each position on its own: a row with one wrong token is still "
+            "right at the other positions"
+        )
+    if is_constant(got, exp):
+        return "the answer must depend on where the predictions are wrong"
+    return None
 
 
 def _sorting_reference(src, lengths):
@@ -150,9 +228,9 @@ def sorting_alignment(fn: Callable) -> CheckResult:
     hint = "row i is one-hot on the position of the i-th smallest id (argsort)"
     cases = []
     for label, src, n, h in [
+        ("shuffled", [[7, 4, 5, 9]], [4], hint),
         ("already sorted", [[4, 5, 6]], [3], hint),
         ("reversed", [[6, 5, 4]], [3], "a sorted reversal is the anti-diagonal"),
-        ("shuffled", [[7, 4, 9, 5]], [4], hint),
         (
             "with padding",
             [[9, 4, 7, 5], [8, 6, 0, 0]],
@@ -163,4 +241,42 @@ def sorting_alignment(fn: Callable) -> CheckResult:
     ]:
         s, ln = torch.tensor(src), torch.tensor(n)
         cases.append(Case(label, (s, ln), _sorting_reference(s, ln), h))
-    return run_check("sorting_alignment", fn, cases)
+    fn, compare = diagnosing(fn, cases, _diagnose_sorting)
+    return run_check(
+        "sorting_alignment",
+        fn,
+        cases,
+        compare=compare,
+        forbid=FORBIDDEN["sorting_alignment"],
+    )
+
+
+def _diagnose_sorting(case: Case, got) -> str | None:
+    src, lengths = case.args
+    exp = case.expected  # (B, S, S)
+    if not isinstance(got, torch.Tensor) or got.shape != exp.shape:
+        return f"return a (B, S, S) float tensor, here {tuple(exp.shape)}"
+    g = got.detach().double()
+    if same(g.transpose(-2, -1), exp):
+        return (
+            "rows are output steps (queries), columns source positions (keys): "
+            "you returned the transpose"
+        )
+    real = padding_mask(lengths, src.shape[1])  # (B, S)
+    outside = ~(real[:, :, None] & real[:, None, :])  # (B, S, S)
+    if bool((g[outside] != 0).any()):
+        return (
+            "padding (id 0) is not a token: keep it out of the sort, and leave rows "
+            "and columns at or past the length zero"
+        )
+    desc = _sorting_reference(-src.masked_fill(~real, 0), lengths)
+    if same(g, desc):
+        return "increasing order: row 0 points at the smallest id, not the largest"
+    from ..data import ReversalTask
+
+    if same(g, ReversalTask.alignment(lengths, src.shape[1]).double()):
+        return (
+            "that is reversal's anti-diagonal: sorting's rows depend on the ids, "
+            "row i on the position of the i-th smallest"
+        )
+    return None

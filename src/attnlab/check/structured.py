@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import torch
 
-from ..structured import enumerate_linear_chain, linear_chain_log_partition
+from ..structured import (
+    enumerate_linear_chain,
+    linear_chain_log_partition,
+    linear_chain_marginals,
+)
 from ._core import Case, run_check
+from ._diagnose import diagnosing, is_constant, same
 
 __all__ = ["reinforce_estimates", "log_partition", "viterbi"]
+
+_CRF = (
+    "attnlab.structured.linear_chain_log_partition",
+    "attnlab.structured.linear_chain_marginals",
+    "attnlab.structured.enumerate_linear_chain",
+    "attnlab.structured.segmentation_marginals",
+)
+# check name -> the library functions its exercise asks the student to write instead
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "reinforce_estimates": ("attnlab.structured.ReinforceSample",),
+    "log_partition": _CRF,
+    "viterbi": _CRF,
+}
 
 
 # ------------------------------------------------------------- REINFORCE estimates
@@ -23,6 +41,9 @@ class _Estimates:
     def __init__(self, scores, reward, n_samples, baseline, max_var=None):
         self.exact = _exact_grad(scores, reward)
         self.n, self.baseline, self.max_var = n_samples, baseline, max_var
+        # single-sample estimates have this total variance; an answer that never
+        # samples (or averages several samples per row) falls far below it
+        self.var = _single_sample_variance(scores, reward, baseline)
 
     def __repr__(self):
         vals = ", ".join(f"{v:.4g}" for v in self.exact.tolist())
@@ -30,6 +51,15 @@ class _Estimates:
             "" if self.max_var is None else f", total variance <= {self.max_var:.3g}"
         )
         return f"({self.n}, n) estimates averaging to [{vals}]{extra}"
+
+
+def _single_sample_variance(scores, reward, baseline) -> float:
+    """Total variance of one estimate (r_i - b)(e_i - p), i ~ p, in closed form."""
+    p = torch.softmax(scores, -1)
+    n = len(p)
+    rows = (reward - baseline)[:, None] * (torch.eye(n, dtype=p.dtype) - p)  # (n, n)
+    second = (p[:, None] * rows**2).sum(0)  # E[x_j^2]
+    return float((second - _exact_grad(scores, reward) ** 2).sum())
 
 
 def _compare_estimates(got, exp: _Estimates) -> bool:
@@ -41,17 +71,28 @@ def _compare_estimates(got, exp: _Estimates) -> bool:
     se = g.std(0) / exp.n**0.5  # standard error of the mean, per coordinate
     if not bool(((g.mean(0) - exp.exact).abs() <= 5 * se + 1e-3).all()):
         return False
-    return exp.max_var is None or float(g.var(0).sum()) <= exp.max_var
+    var = float(g.var(0).sum())
+    if exp.var > 1e-12 and var < 0.5 * exp.var:  # no sampling: too little noise
+        return False
+    return exp.max_var is None or var <= exp.max_var
+
+
+class _Seeded:
+    """Calls ``fn`` after seeding torch, so a student's sampling is reproducible.
+
+    It carries ``fn``'s ``__globals__`` for the forbidden-call tripwires."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__globals__ = getattr(fn, "__globals__", {})
+
+    def __call__(self, *args, **kwargs):
+        torch.manual_seed(0)
+        return self.fn(*args, **kwargs)
 
 
 def _wrap(fn):
-    """Seed before each call so a student's sampling is reproducible."""
-
-    def call(*args, **kwargs):
-        torch.manual_seed(0)
-        return fn(*args, **kwargs)
-
-    return call
+    return _Seeded(fn) if callable(fn) else fn
 
 
 def reinforce_estimates(fn) -> bool:
@@ -94,9 +135,46 @@ def reinforce_estimates(fn) -> bool:
             "with one key, log p = 0 and every estimate is 0",
         ),
     ]
+    fn, compare = diagnosing(_wrap(fn), cases, _diagnose_reinforce, _compare_estimates)
     return run_check(
-        "reinforce_estimates", _wrap(fn), cases, compare=_compare_estimates
+        "reinforce_estimates",
+        fn,
+        cases,
+        compare=compare,
+        forbid=FORBIDDEN["reinforce_estimates"],
     )
+
+
+def _diagnose_reinforce(case: Case, got) -> str | None:
+    scores, reward, n_samples, baseline = case.args
+    exp = case.expected
+    if not isinstance(got, torch.Tensor) or got.dim() != 2:
+        return f"return one estimate per row: a ({n_samples}, n) tensor"
+    if got.shape != (n_samples, len(scores)):
+        return f"shape ({n_samples}, {len(scores)}): n_samples rows, one per sample"
+    g = got.detach().double()
+    if bool((g == g[0]).all()) and exp.var > 1e-12:
+        return (
+            "every row is the same: each row must be one sampled key's estimate "
+            "(torch.multinomial), not the exact gradient"
+        )
+    var = float(g.var(0).sum())
+    if exp.var > 1e-12 and var < 0.5 * exp.var:
+        return (
+            f"total variance {var:.3g}, while single-sample estimates have "
+            f"{exp.var:.3g}: draw one key per row, do not average several"
+        )
+    se = g.std(0) / n_samples**0.5
+    if not bool(((g.mean(0) - exp.exact).abs() <= 5 * se + 1e-3).all()):
+        p = torch.softmax(scores, -1)
+        if bool(
+            (g.mean(0) - p * (reward - baseline)).abs().max() < 5 * se.max() + 1e-3
+        ):
+            return "∇ log p_i = onehot(i) − p: the − p term is missing"
+        return "the estimates do not average to the exact gradient p ⊙ (r − p·r)"
+    if exp.max_var is not None and var > exp.max_var:
+        return "subtract the baseline b from the reward before multiplying"
+    return None
 
 
 # ------------------------------------------------------------ forward algorithm
@@ -131,7 +209,38 @@ def log_partition(fn) -> bool:
         Case(lbl, (u.clone(), A.clone()), linear_chain_log_partition(u, A), hint)
         for lbl, u, A, hint in _crf_inputs()
     ]
-    return run_check("log_partition", fn, cases)
+    fn, compare = diagnosing(fn, cases, _diagnose_log_partition)
+    return run_check(
+        "log_partition", fn, cases, compare=compare, forbid=FORBIDDEN["log_partition"]
+    )
+
+
+def _viterbi_score(u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    best = u[:, 0]
+    for i in range(1, u.shape[1]):
+        best = u[:, i] + (best[:, :, None] + A).amax(dim=1)
+    return best.amax(-1)  # (B,)
+
+
+def _diagnose_log_partition(case: Case, got) -> str | None:
+    u, A = case.args
+    exp = case.expected
+    if not isinstance(got, torch.Tensor) or got.shape != exp.shape:
+        return f"return one log Z per chain: shape {tuple(exp.shape)}"
+    if not bool(torch.isfinite(got).all()):
+        return "exp then log overflows: stay in log space with torch.logsumexp"
+    if same(got, linear_chain_log_partition(u, A.T)):
+        return (
+            "transition[c_prev, c]: the previous state is the row, so "
+            "alpha[:, :, None] + A and logsumexp over dim 1"
+        )
+    if same(got, _viterbi_score(u, A)):
+        return "max gives the best labelling's score (Viterbi): log Z needs logsumexp"
+    if same(got, torch.logsumexp(u, -1).sum(-1)):
+        return "the transitions are missing: add A[c_prev, c] inside the recursion"
+    if is_constant(got, exp):
+        return "log Z must depend on the potentials"
+    return None
 
 
 # ------------------------------------------------------------------------ Viterbi
@@ -151,7 +260,40 @@ def viterbi(fn) -> bool:
         )
         for lbl, u, A, hint in _crf_inputs()
     ]
-    return run_check("viterbi", fn, cases, compare=_equal_paths)
+    fn, compare = diagnosing(fn, cases, _diagnose_viterbi, _equal_paths)
+    return run_check("viterbi", fn, cases, compare=compare, forbid=FORBIDDEN["viterbi"])
+
+
+def _greedy_path(u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    z = [u[:, 0].argmax(-1)]
+    for i in range(1, u.shape[1]):
+        z.append((u[:, i] + A[z[-1]]).argmax(-1))
+    return torch.stack(z, 1)
+
+
+def _diagnose_viterbi(case: Case, got) -> str | None:
+    u, A = case.args
+    exp = case.expected
+    if not isinstance(got, torch.Tensor) or got.shape != exp.shape:
+        return f"return a (B, n) tensor of labels, here {tuple(exp.shape)}"
+    if got.is_floating_point():
+        return "labels are integers: return a long tensor (argmax gives one)"
+    got = got.long().cpu()
+    if torch.equal(got, u.argmax(-1)):
+        return "the best label of each word alone ignores the transitions"
+    if torch.equal(got, linear_chain_marginals(u, A).argmax(-1)):
+        return (
+            "the argmax of the marginals is not the best labelling: replace "
+            "logsumexp by max and keep back-pointers"
+        )
+    if torch.equal(got, _greedy_path(u, A)):
+        return (
+            "a greedy left-to-right choice cannot undo an early pick: keep, for "
+            "every state, the best previous state, and follow the pointers back"
+        )
+    if torch.equal(got, _best_path(u, A.T)):
+        return "transition[c_prev, c]: the previous state is the row of A"
+    return None
 
 
 def _equal_paths(got, expected) -> bool:

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from .. import mappings as M
+from ..plotting import show
 
 __all__ = [
     "MAPPINGS",
@@ -103,14 +104,15 @@ def mapping_lab(
         "z": z.tolist(),
     }
     if draw:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.2))
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(6.5, 3.4))
         colors = ["C1" if w > 0 else "lightgray" for w in out["weights"]]
         ax1.bar(range(n), p.numpy(), color=colors)
         ax1.set_ylim(0, 1.05)
         ax1.set_xlabel("key j")
         ax1.set_ylabel("weight $p_j$")
         ax1.set_title(
-            f"{mapping}: support {out['support']}/{n}, entropy {out['entropy']:.2f}"
+            f"{mapping}\nsupport {out['support']}/{n}, entropy {out['entropy']:.2f}",
+            fontsize=10,
         )
         v = values.numpy()
         ax2.scatter(v[:, 0], v[:, 1], s=30 + 300 * p.numpy(), c="C0", zorder=2)
@@ -120,10 +122,16 @@ def mapping_lab(
         ax2.set_aspect("equal")
         ax2.set_xlim(-1.6, 1.6)
         ax2.set_ylim(-1.4, 1.4)
-        ax2.legend(loc="lower right", fontsize=8)
-        ax2.set_title("values and the output")
+        ax2.legend(loc="lower right", fontsize=10)
+        ax2.set_title("values and the output", fontsize=10)
         fig.tight_layout()
-        plt.show()
+        show(
+            fig,
+            alt=f"{mapping} weights of {n} keys: "
+            + ", ".join(f"{w:.2f}" for w in out["weights"])
+            + f" (support {out['support']}); the output z = "
+            + f"({out['z'][0]:.2f}, {out['z'][1]:.2f}) among the value vectors.",
+        )
     return out
 
 
@@ -183,18 +191,23 @@ def fusedmax_span(
         out[name] = p.tolist()
         out[name + "_runs"] = runs
     if draw:
-        fig, axes = plt.subplots(1, 3, figsize=(11, 2.8), sharex=True)
+        fig, axes = plt.subplots(1, 3, figsize=(6.5, 2.8), sharex=True)
         axes[0].bar(range(len(x)), x.numpy(), color="gray")
-        axes[0].set_title("scores (noisy bump)")
+        axes[0].set_title("scores", fontsize=10)
         for ax, name, c in [(axes[1], "sparsemax", "C0"), (axes[2], "fusedmax", "C2")]:
             ax.bar(range(len(x)), out[name], color=c)
-            ax.set_title(f"{name}: {out[name + '_runs']} run(s)")
+            ax.set_title(f"{name}: {out[name + '_runs']} run(s)", fontsize=10)
             ax.set_ylim(0, max(max(out["sparsemax"]), max(out["fusedmax"])) * 1.1)
         for ax in axes:
             ax.set_xlabel("position j")
         axes[0].set_ylabel("score / weight")
         fig.tight_layout()
-        plt.show()
+        show(
+            fig,
+            alt=f"A noisy bump of scores; sparsemax keeps {out['sparsemax_runs']} "
+            f"separate run(s) of nonzero weights, fusedmax with lambda {lam} keeps "
+            f"{out['fusedmax_runs']}.",
+        )
     return out
 
 

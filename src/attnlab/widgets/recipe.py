@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..attention import attend
+from ..plotting import show
 from ..scoring import (
     AdditiveScore,
     BilinearScore,
@@ -116,7 +117,7 @@ def _draw(out: dict, angle: float, length: float) -> None:
     keys, q = np.array(out["keys"]), np.array(out["query"])
     names = list(out["scores"])
     S, width = len(keys), 0.8 / len(names)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(6.5, 6.5))
     ax = axes[0, 0]
     for j, k in enumerate(keys):
         ax.annotate("", k, (0, 0), arrowprops=dict(arrowstyle="->", color="gray"))
@@ -125,7 +126,8 @@ def _draw(out: dict, angle: float, length: float) -> None:
     ax.text(*(q * 1.08), "q", color="C3", ha="center", va="center", weight="bold")
     lim = max(2.0, float(np.abs(np.vstack([keys, q[None]])).max()) * 1.2)
     ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="dim 1")
-    ax.set(ylabel="dim 2", title=f"query: angle {angle:.0f}°, length {length:.2f}")
+    ax.set(ylabel="dim 2")
+    ax.set_title(f"query: angle {angle:.0f}°, length {length:.2f}", fontsize=10)
     ax.axhline(0, color="lightgray", lw=0.5)
     ax.axvline(0, color="lightgray", lw=0.5)
     for key, ax, title in (
@@ -136,19 +138,28 @@ def _draw(out: dict, angle: float, length: float) -> None:
             xs = np.arange(S) + (i - (len(names) - 1) / 2) * width
             ax.bar(xs, out[key][name], width, label=name, color=f"C{i}")
         ax.set_xticks(range(S), [f"k{j}" for j in range(S)])
-        ax.set(xlabel="key", ylabel=key[:-1], title=title)
+        ax.set(xlabel="key", ylabel=key[:-1])
+        ax.set_title(title, fontsize=10)
     axes[1, 0].set_ylim(0, 1)
     axes[0, 1].axhline(0, color="gray", lw=0.5)
-    axes[0, 1].legend(fontsize=8, ncol=2)
+    axes[0, 1].legend(fontsize=10, ncol=2)
     ax = axes[1, 1]
     for i, name in enumerate(names):
         ax.plot(out["lengths"], out["max_weight"][name], color=f"C{i}", label=name)
     ax.axvline(length, color="C3", ls="--", lw=1)
     ax.set(xscale="log", ylim=(0, 1.05), xlabel="query length ‖q‖")
-    ax.set(ylabel="largest weight", title="as the query grows long (same angle)")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("largest weight")
+    ax.set_title("as the query grows (same angle)", fontsize=10)
     fig.tight_layout()
-    plt.show()
+    w = out["weights"]
+    show(
+        fig,
+        alt=f"One query at {angle:.0f} degrees, length {length:.2f}, against four keys: "
+        + "; ".join(
+            f"{n} puts {max(w[n]):.2f} on key k{out['winner'][n]}" for n in names
+        )
+        + ". Bottom right: the largest weight of each scorer as the query grows.",
+    )
 
 
 def query_vs_keys_widget():

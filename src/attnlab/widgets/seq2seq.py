@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from ..plotting import heatmap
+from ..plotting import heatmap, show
 
 __all__ = ["alignment_explorer", "alignment_widget"]
 
@@ -37,10 +37,12 @@ def alignment_explorer(model, task, text: str = "abcdefghij", step: int = 0) -> 
         "focus_token": None,
     }
     if r["weights"] is None:
-        fig, ax = plt.subplots(figsize=(6, 1.2))
+        fig, ax = plt.subplots(figsize=(6.5, 1.2))
         ax.axis("off")
         ax.set_title(f"{text!r} -> {r['text']!r}: this model has no attention to show")
-        plt.show()
+        show(
+            fig, alt=f"'{text}' -> '{r['text']}': this model has no attention weights."
+        )
         return info
     W = r["weights"]  # (T, S)
     step = max(0, min(int(step), W.shape[0] - 1))
@@ -55,7 +57,7 @@ def alignment_explorer(model, task, text: str = "abcdefghij", step: int = 0) -> 
     fig, (ax1, ax2) = plt.subplots(
         1,
         2,
-        figsize=(min(4 + 0.35 * S, 12), min(2.2 + 0.3 * T, 8)),
+        figsize=(6.5, min(2.4 + 0.3 * T, 8)),
         gridspec_kw={"width_ratios": [3, 2]},
     )
     heatmap(
@@ -79,7 +81,12 @@ def alignment_explorer(model, task, text: str = "abcdefghij", step: int = 0) -> 
     ax2.set_ylabel("weight")
     ax2.set_title(f"writing {out_labels[step]!r} (step {step})", fontsize=10)
     fig.tight_layout()
-    plt.show()
+    show(
+        fig,
+        alt=f"Attention of the model on '{text}' (output '{r['text']}', {verdict}). "
+        f"Writing {out_labels[step]!r} at step {step} it puts {float(row.max()):.2f} "
+        f"of its weight on source token {info['focus_token']!r}.",
+    )
     return info
 
 

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from .. import mappings as M
+from ..plotting import show
 from ..structured import enumerate_linear_chain, segmentation_marginals
 
 __all__ = [
@@ -139,13 +140,13 @@ def alignment_lab(
     }
     if draw:
         n = len(words)
-        fig, ax = plt.subplots(figsize=(7.5, 3.0))
+        fig, ax = plt.subplots(figsize=(6.5, 3.2))
         colors = ["C1" if v > 0 else "lightgray" for v in out["weights"]]
         ax.bar(range(n), w.numpy(), color=colors)
         if mapping == "hard sample":  # the distribution the sample came from
             p = M.softmax(scores / temperature).numpy()
             ax.bar(range(n), p, fill=False, edgecolor="k", ls="--", label="softmax")
-            ax.legend(loc="upper left", fontsize=8)
+            ax.legend(loc="upper left", fontsize=10)
         for j in sample:
             ax.annotate("▼", (j, 1.02), ha="center", color="C3", fontsize=12)
         ax.set_xticks(range(n), words)
@@ -154,11 +155,17 @@ def alignment_lab(
         picked = " ".join(words[j] for j in sample) or "(nothing)"
         ax.set_title(
             f"'{target}' · {mapping}: support {out['support']}/{n}, "
-            f"sum {out['total']:.2f} · ▼ sampled: {picked}",
+            f"sum {out['total']:.2f}\n▼ sampled: {picked}",
             fontsize=10,
         )
         fig.tight_layout()
-        plt.show()
+        show(
+            fig,
+            alt=f"{mapping} weights of the words of '{' '.join(words)}' for the target "
+            f"'{target}': "
+            + ", ".join(f"{wd} {v:.2f}" for wd, v in zip(words, out["weights"]))
+            + f"; sampled alignment: {picked}.",
+        )
     return out
 
 
