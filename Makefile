@@ -89,12 +89,15 @@ book: $(STAMP) vendor
 	  $(PY) tools/editions.py publish _build/html; fi
 
 # Refresh glue-snapshot.json from the last site build's executed chapters (if there is
-# one) and rewrite student/ and full/ from chapters/ + the snapshot + _config.yml. One
-# command for a new repository URL too: edit _config.yml, run `make editions`.
+# one) and rewrite student/ and full/ from chapters/ + the snapshot + _config.yml, then
+# the grader's answer key (src/attnlab/grade/masters.json) from the masters and the
+# student edition. One command for a new repository URL too: edit _config.yml, run
+# `make editions`.
 editions: $(STAMP)
 	@if [ -d _build/jupyter_execute/chapters ]; then \
 	  $(PY) tools/editions.py write --snapshot-from _build/jupyter_execute; \
 	else $(PY) tools/editions.py write; fi
+	@$(PY) -m attnlab.grade.build_masters chapters student
 
 # ---------------------------------------------------------------- tests
 # Each master notebook executes once per `make test`, in the site build (`-W` turns a
