@@ -153,3 +153,20 @@ def test_complex_answer_is_not_accepted(lenient):
 
 def test_string_answer_for_a_number_is_not_accepted():
     assert not close("0.5", 0.5)
+
+
+def test_forbid_catches_a_call_through_the_defining_module():
+    """A forbidden name is swapped in the module it lives in, not only in attnlab's."""
+    import torch
+
+    from attnlab.check._core import Case, run_check
+
+    def uses_grad(x):
+        x = x.clone().requires_grad_()
+        (g,) = torch.autograd.grad((x * x).sum(), x)  # reached as torch.autograd.grad
+        return g
+
+    cases = [Case("a", (torch.ones(2),), torch.ones(2) * 2)]
+    assert not run_check("t", uses_grad, cases, forbid=("torch.autograd.grad",))
+    assert run_check("t", lambda x: 2 * x, cases, forbid=("torch.autograd.grad",))
+    assert not hasattr(torch.autograd.grad, "__wrapped__")  # restored afterwards

@@ -180,7 +180,8 @@ def _tripwires(forbid: Sequence[str], fn: Callable) -> Iterator[list[str]]:
             called.append(_d)
             return _f(*a, **k)
 
-        for ns in namespaces:
+        own = vars(_module)  # the module the name was resolved in (torch.autograd, ...)
+        for ns in [own, *(n for n in namespaces if n is not own)]:
             for key, value in list(ns.items()):
                 if value is original:
                     ns[key] = spy
