@@ -23,14 +23,15 @@ next (flash's forward ratio at n = 4096 measured 1.24 and 1.34 beside it, 1.14 a
 affect (with 2 threads every small op pays a thread barrier, and under load a barrier
 can cost a scheduler slice: ratios of many-op kernels to one-op SDPA blow up).
 
-Memory: the peak resident set size (VmHWM, reset through /proc/self/clear_refs) above
-the resident size before the call, with glibc's mmap threshold fixed (``mallopt``) so
-that freed large tensors go back to the system. The memory pass runs after *all* the
-timings: with that setting every tensor of 1 MiB or more is a fresh ``mmap``, so a loop
-that allocates a tile per step (``flash``, ``window``) pays page faults on every tile
-that it never pays with the allocator's default behaviour (measured here at n = 4096:
-flash's forward ratio 1.30 timed as users run it, 2.15 timed with the fixed threshold).
-The extra memory of the forward + backward is what the target is about.
+Memory: each (contender, n, forward or forward + backward) is measured in a **fresh
+process** (``multiprocessing`` spawn), one thread, with glibc's mmap threshold fixed
+(``mallopt``) before torch allocates anything, so that no memory freed by an earlier
+call sits in an allocator arena and hides a later peak (a memory pass after the timings,
+in the same process, read 0 MiB for tensors of tens of MiB). Reported: the peak
+resident set size (VmHWM, reset through /proc/self/clear_refs) above the resident size
+before the call, after building the inputs. Each measurement is asserted to be at least
+its analytic lower bound: the output, plus the three input gradients for forward +
+backward. The extra memory of the forward + backward is what the target is about.
 
 Also printed: the largest n where each ratio was measured, the crossover n where
 linear attention's forward beats SDPA's, and linear attention's relative error
@@ -43,6 +44,7 @@ import argparse
 import ctypes
 import datetime
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -157,12 +159,36 @@ def time_row(n, reps, clock) -> dict:
     return row
 
 
-def memory_row(row) -> None:
-    """Adds each contender's extra peak memory (MiB) to ``row``."""
-    _, fwd, fwd_bwd = _inputs(row["n"])
-    for name, fn in contenders().items():
-        row[f"{name}_fwd_mem_MiB"] = peak_extra(lambda fn=fn: fwd(fn)) / 2**20
-        row[f"{name}_f+b_mem_MiB"] = peak_extra(lambda fn=fn: fwd_bwd(fn)) / 2**20
+def _measure_child(name: str, n: int, kind: str) -> int:
+    """Runs in a fresh process: extra peak bytes of one call of one contender."""
+    _fix_mmap_threshold()  # before torch allocates: no arena keeps freed memory
+    torch.set_num_threads(1)
+    _, fwd, fwd_bwd = _inputs(n)
+    fn = contenders()[name]
+    return peak_extra(lambda: (fwd if kind == "fwd" else fwd_bwd)(fn))
+
+
+def lower_bound(n: int, kind: str) -> int:
+    """Bytes that must exist at the peak: the output (B=1, H=8, n, 64, float32), and
+    for forward + backward also dq, dk, dv."""
+    out = 8 * n * 64 * 4
+    return out if kind == "fwd" else 4 * out
+
+
+def memory_row(row, pool) -> None:
+    """Adds each contender's extra peak memory (MiB) to ``row``, each measured in a
+    fresh process of ``pool`` (spawned, ``maxtasksperchild=1``)."""
+    n = row["n"]
+    for name in contenders():
+        for kind in ("fwd", "f+b"):
+            extra = pool.apply(_measure_child, (name, n, kind))
+            row[f"{name}_{kind}_mem_MiB"] = extra / 2**20
+            # RSS counts pages: allow a page per output row's end for rounding
+            assert extra >= 0.98 * lower_bound(n, kind), (
+                f"{name} {kind} n={n}: {extra / 2**20:.1f} MiB is below the "
+                f"{lower_bound(n, kind) / 2**20:.1f} MiB the outputs alone need: "
+                "the measurement is wrong"
+            )
 
 
 def run(ns, reps, threads, cpu_time, mem=True):
@@ -172,11 +198,12 @@ def run(ns, reps, threads, cpu_time, mem=True):
     for n in ns:  # timings first, with the allocator as users have it
         rows.append(time_row(n, reps, clock))
         print(_fmt(rows[-1]), flush=True)
-    if mem:  # then the memory pass (it changes how glibc allocates: see above)
-        _fix_mmap_threshold()
-        for row in rows:
-            memory_row(row)
-            print(_fmt(row), flush=True)
+    if mem:  # then the memory pass, one fresh process per measurement
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1, maxtasksperchild=1) as pool:
+            for row in rows:
+                memory_row(row, pool)
+                print(_fmt(row), flush=True)
     return rows
 
 
