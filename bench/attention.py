@@ -262,6 +262,8 @@ def main(argv=None):
             "torch": torch.__version__,
             "python": platform.python_version(),
         },
+        "window": WINDOW,
+        "memory": "extra peak RSS of forward + backward, each in a fresh process",
         "seconds": round(time.time() - t0, 1),
         "crossover_linear_n": crossover(rows),
         "rows": rows,
