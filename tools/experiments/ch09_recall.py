@@ -1,6 +1,10 @@
 """Chapter 9's recall sweep: how many key-value pairs does each attention hold?
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/ch09_recall.py   # ~10-15 min on one thread
+    OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/ch09_recall.py   # ~10 CPU min
+
+    # or in parallel: each worker runs some points, then merge (same numbers)
+    ... ch09_recall.py --points softmax:8:32 linear:8:32 --out /tmp/part1.json
+    ... ch09_recall.py --merge /tmp/part*.json
 
 Writes ``src/attnlab/results/ch09_recall.json``, which chapter 9 loads and plots (the
 sweep takes minutes, too long for the page's budget). One thing changes at a time:
@@ -127,34 +131,73 @@ def run_point(kind, pairs, d_state, seed, max_steps=MAX_STEPS):
     )  # fmt: skip
 
 
-def main(argv=None):
-    torch.set_num_threads(1)
-    runs, t0 = [], time.perf_counter()
-    for pairs in PAIRS:
-        for d_state in STATES:
-            for kind in MODELS:
-                for seed in SEEDS:
-                    r = run_point(kind, pairs, d_state, seed)
-                    runs.append(r)
-                    print(
-                        f"{kind:7s} pairs {pairs:2d} d_state {d_state:2d} seed {seed}: "
-                        f"test {r['test_acc']:.3f} (half {r['test_acc_half'] or math.nan:.3f})"
-                        f" train {r['train_acc']:.3f} steps {r['steps']:4d} "
-                        f"{r['cpu_s']:.1f} s",
-                        flush=True,
-                    )
-    meta = dict(
+def _meta(seconds):
+    return dict(
         n_keys=N_KEYS, n_vals=N_VALS, d_model=D_MODEL, batch=BATCH, lr=LR,
         pairs=PAIRS, d_states=STATES, seeds=SEEDS, models=MODELS, max_steps=MAX_STEPS,
         stop=f"mean training accuracy of the last {WINDOW} steps >= {TARGET}",
         n_test=N_TEST, chance=1 / N_VALS, optimizer="Adam",
         split="train lists have an even sum of values, held-out lists an odd one",
         torch=torch.__version__, python=platform.python_version(), threads=1,
-        seconds=round(time.perf_counter() - t0),
+        seconds=seconds,
     )  # fmt: skip
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"meta": meta, "runs": runs}, indent=0) + "\n")
-    print("wrote", OUT)
+
+
+def main(argv=None):
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", nargs="*", help="model:d_state:pairs (all seeds)")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--merge", nargs="*", help="part files to merge into the result")
+    a = ap.parse_args(argv)
+    if a.merge:
+        runs, cpu = [], 0.0
+        for path in a.merge:
+            part = json.loads(Path(path).read_text())
+            runs += part["runs"]
+        cpu = sum(r["cpu_s"] for r in runs)
+        key = {(r["model"], r["d_state"], r["pairs"], r["seed"]) for r in runs}
+        want = {
+            (m, d, p, s) for m in MODELS for d in STATES for p in PAIRS for s in SEEDS
+        }
+        assert key == want and len(runs) == len(want), sorted(want - key)
+        runs.sort(key=lambda r: (PAIRS.index(r["pairs"]), STATES.index(r["d_state"]),
+                                 MODELS.index(r["model"]), r["seed"]))  # fmt: skip
+        OUT.write_text(
+            json.dumps({"meta": _meta(round(cpu)), "runs": runs}, indent=0) + "\n"
+        )
+        print(
+            "wrote",
+            OUT,
+            "from",
+            len(a.merge),
+            "parts;",
+            round(cpu),
+            "CPU s of training",
+        )
+        return
+    torch.set_num_threads(1)
+    if a.points:
+        points = [(m, int(d), int(p)) for m, d, p in (x.split(":") for x in a.points)]
+    else:
+        points = [(m, d, p) for p in PAIRS for d in STATES for m in MODELS]
+    runs, t0 = [], time.perf_counter()
+    for kind, d_state, pairs in points:
+        for seed in SEEDS:
+            r = run_point(kind, pairs, d_state, seed)
+            runs.append(r)
+            print(
+                f"{kind:7s} pairs {pairs:2d} d_state {d_state:2d} seed {seed}: "
+                f"test {r['test_acc']:.3f} (half {r['test_acc_half'] or math.nan:.3f})"
+                f" train {r['train_acc']:.3f} steps {r['steps']:4d} {r['cpu_s']:.1f} s",
+                flush=True,
+            )
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = _meta(round(time.perf_counter() - t0))
+    out.write_text(json.dumps({"meta": meta, "runs": runs}, indent=0) + "\n")
+    print("wrote", out)
 
 
 if __name__ == "__main__":
