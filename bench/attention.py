@@ -56,6 +56,7 @@ import torch.nn.functional as F
 import attnlab
 
 WINDOW = 128
+DEFAULT_NS = [256, 512, 1024, 2048, 4096]
 
 
 def contenders() -> dict:
@@ -177,21 +178,26 @@ def lower_bound(n: int, kind: str) -> int:
 
 def memory_row(row, pool) -> None:
     """Adds each contender's extra peak memory (MiB) to ``row``, each measured in a
-    fresh process of ``pool`` (spawned, ``maxtasksperchild=1``)."""
+    fresh process of ``pool`` (spawned, ``maxtasksperchild=1``; with several workers
+    the measurements run side by side, each in its own process)."""
     n = row["n"]
-    for name in contenders():
-        for kind in ("fwd", "f+b"):
-            extra = pool.apply(_measure_child, (name, n, kind))
-            row[f"{name}_{kind}_mem_MiB"] = extra / 2**20
-            # RSS counts pages: allow a page per output row's end for rounding
-            assert extra >= 0.98 * lower_bound(n, kind), (
-                f"{name} {kind} n={n}: {extra / 2**20:.1f} MiB is below the "
-                f"{lower_bound(n, kind) / 2**20:.1f} MiB the outputs alone need: "
-                "the measurement is wrong"
-            )
+    jobs = {
+        (name, kind): pool.apply_async(_measure_child, (name, n, kind))
+        for name in contenders()
+        for kind in ("fwd", "f+b")
+    }
+    for (name, kind), job in jobs.items():
+        extra = job.get()
+        row[f"{name}_{kind}_mem_MiB"] = extra / 2**20
+        # RSS counts pages: allow a page per output row's end for rounding
+        assert extra >= 0.98 * lower_bound(n, kind), (
+            f"{name} {kind} n={n}: {extra / 2**20:.1f} MiB is below the "
+            f"{lower_bound(n, kind) / 2**20:.1f} MiB the outputs alone need: "
+            "the measurement is wrong"
+        )
 
 
-def run(ns, reps, threads, cpu_time, mem=True):
+def run(ns, reps, threads, cpu_time, mem=True, mem_workers=1):
     torch.set_num_threads(threads)
     clock = time.thread_time if cpu_time else time.perf_counter
     rows = []
@@ -200,7 +206,7 @@ def run(ns, reps, threads, cpu_time, mem=True):
         print(_fmt(rows[-1]), flush=True)
     if mem:  # then the memory pass, one fresh process per measurement
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(1, maxtasksperchild=1) as pool:
+        with ctx.Pool(mem_workers, maxtasksperchild=1) as pool:
             for row in rows:
                 memory_row(row, pool)
                 print(_fmt(row), flush=True)
@@ -214,7 +220,7 @@ def _fmt(row) -> str:
         parts.append(
             kind + " " + " ".join(f"{m}={row[f'{m}_{kind}_ratio']:.2f}x" for m in names)
         )
-    if "sdpa_f+b_mem_MiB" in row:
+    if row.get("sdpa_f+b_mem_MiB") is not None:
         parts.append(
             "f+b MiB " + " ".join(f"{m}={row[f'{m}_f+b_mem_MiB']:.0f}" for m in names)
         )
@@ -235,17 +241,26 @@ def main(argv=None):
     p.add_argument(
         "--quick", action="store_true", help="n in {256, 512}, 2 repetitions"
     )
-    p.add_argument("--ns", type=int, nargs="*", default=[256, 512, 1024, 2048, 4096])
+    p.add_argument("--ns", type=int, nargs="*", default=DEFAULT_NS)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--cpu-time", action="store_true")
     p.add_argument("--no-mem", action="store_true")
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--mem-workers", type=int, default=1,
+                   help="fresh processes measuring memory side by side")  # fmt: skip
+    p.add_argument("--mem-only", default=None, metavar="JSON",
+                   help="re-measure only the memory of an existing result file")  # fmt: skip
     a = p.parse_args(argv)
+    if a.mem_only:
+        return remeasure_memory(
+            a.mem_only, a.mem_workers, a.ns if a.ns != DEFAULT_NS else None
+        )
     ns, reps = ([256, 512], 2) if a.quick else (a.ns, a.reps)
     load0 = os.getloadavg()
     t0 = time.time()
-    rows = run(ns, reps, a.threads, a.cpu_time, mem=not a.no_mem)
+    rows = run(ns, reps, a.threads, a.cpu_time, mem=not a.no_mem,
+               mem_workers=a.mem_workers)  # fmt: skip
     result = {
         "what": "attention at scale vs torch SDPA: float32, B=1, H=8, Dh=64, no mask; "
         f"window={WINDOW} each side; medians of {reps} interleaved repetitions",
@@ -281,6 +296,33 @@ def main(argv=None):
     return result
 
 
+def remeasure_memory(path: str, workers: int, ns=None) -> dict:
+    """Replace the memory fields of the rows of a result file by fresh-process
+    measurements (the timings are kept as they were measured). Rows whose n is not
+    in ``ns`` lose their memory fields (None): an old value is not kept."""
+    with open(path) as f:
+        result = json.load(f)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers, maxtasksperchild=1) as pool:
+        for row in result["rows"]:
+            if ns and row["n"] not in ns:
+                for key in [k for k in row if k.endswith("_mem_MiB")]:
+                    row[key] = None
+                continue
+            memory_row(row, pool)
+            print(_fmt(row), flush=True)
+    result["memory"] = (
+        "extra peak RSS, each value in a fresh process, measured "
+        + datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes")
+    )
+    for line in targets(result["rows"]):
+        print(line)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote", path)
+    return result
+
+
 TARGETS = {"flash_fwd_ratio": 1.3, "flash_f+b_ratio": 2.0}  # at the largest n
 
 
@@ -290,7 +332,7 @@ def targets(rows) -> list[str]:
     for key, limit in TARGETS.items():
         ok = "PASS" if last[key] <= limit else "MISS"
         lines.append(f"{ok} n={last['n']}: {key} = {last[key]:.2f} (target <= {limit})")
-    if "flash_f+b_mem_MiB" in last:
+    if last.get("flash_f+b_mem_MiB") is not None:
         flash, naive = last["flash_f+b_mem_MiB"], last["naive_f+b_mem_MiB"]
         ok = "PASS" if flash < naive / 10 else "MISS"
         lines.append(
