@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +9,7 @@ import torch.nn.functional as F
 import attnlab
 from attnlab.check import CheckFailed
 from attnlab.efficient import tile_plan
+from attnlab.serving import streaming_mask
 from attnlab.widgets.subquadratic import receptive_field
 
 
@@ -37,11 +36,33 @@ def averaging_merge(o1, l1, o2, l2):
     return (o1 + o2) / 2, torch.maximum(l1, l2)
 
 
+def unguarded_merge(o1, l1, o2, l2):  # nan when both parts are fully masked
+    lse = torch.logaddexp(l1, l2)
+    w1, w2 = torch.exp(l1 - lse)[..., None], torch.exp(l2 - lse)[..., None]
+    return w1 * o1 + w2 * o2, lse
+
+
+def fails_with(check, fn, *words):
+    """The check rejects fn, and its message names the bug with each of ``words``."""
+    with pytest.raises(CheckFailed) as err:
+        check(fn)
+    for w in words:
+        assert w in str(err.value), (w, str(err.value))
+
+
 def test_merge_partial_attention():
     assert attnlab.check.merge_partial_attention(good_merge)
-    for bad in (naive_merge, averaging_merge):
-        with pytest.raises(CheckFailed):
-            attnlab.check.merge_partial_attention(bad)
+    check = attnlab.check.merge_partial_attention
+    fails_with(check, naive_merge, "overflows")
+    fails_with(check, averaging_merge, "exp(lse_i - lse)")
+    fails_with(check, unguarded_merge, "both parts fully masked", "nan")
+    fails_with(
+        check,
+        lambda *a: attnlab.flash_attention(
+            a[0][..., None, :], a[0][..., None, :], a[0][..., None, :]
+        ),
+        "flash_attention",
+    )
 
 
 def good_block(budget, n, d_head, n_heads):
@@ -55,35 +76,127 @@ def good_block(budget, n, d_head, n_heads):
 
 def test_block_size_for_budget():
     assert attnlab.check.block_size_for_budget(good_block)
-    with pytest.raises(CheckFailed):  # forgets q, k, v, out
-        attnlab.check.block_size_for_budget(
-            lambda budget, n, d, h: max(
-                [0]
-                + [
-                    2**e
-                    for e in range(14)
-                    if 2**e <= n and h * (2**e) ** 2 * 4 <= budget
-                ]
-            )
+    check = attnlab.check.block_size_for_budget
+
+    def tiles_only(budget, n, d, h):  # forgets q, k, v, out
+        return max(
+            [0]
+            + [2**e for e in range(14) if 2**e <= n and h * (2**e) ** 2 * 4 <= budget]
         )
+
+    def strict_lt(budget, n, d, h):  # < instead of <=
+        return good_block(budget - 1, n, d, h)
+
+    fails_with(check, tiles_only, "count every term")
+    fails_with(check, strict_lt, "inclusive")
+
+
+def good_causal_tiles(T, S, bq, bk):
+    nq, nk = -(-T // bq), -(-S // bk)
+    computed = sum(min(nk, (min(i0 + bq, T) - 1) // bk + 1) for i0 in range(0, T, bq))
+    return computed, nq * nk
 
 
 def test_causal_tiles():
-    def good(n, block):
-        flat = [c for row in tile_plan(n, n, block, block, causal=True) for c in row]
-        q, k, v = (torch.randn(1, 2, n, 16) for _ in range(3))
-        t0 = time.perf_counter()
-        attnlab.flash_attention(q, k, v, is_causal=True, block_size=block)
-        t1 = time.perf_counter()
-        attnlab.flash_attention(q, k, v, block_size=block)
-        t2 = time.perf_counter()
-        return sum(c != "skip" for c in flat), len(flat), (t1 - t0) / (t2 - t1)
+    assert attnlab.check.causal_tiles(good_causal_tiles)
+    check = attnlab.check.causal_tiles
 
-    assert attnlab.check.causal_tiles(good)
-    with pytest.raises(CheckFailed):  # counts half the tiles, forgets the diagonal
-        attnlab.check.causal_tiles(
-            lambda n, b: ((-(-n // b)) ** 2 // 2, (-(-n // b)) ** 2, 0.5)
-        )
+    def square_formula(T, S, bq, bk):  # nb (nb + 1) / 2 copied from the square case
+        nb = -(-T // bq)
+        return nb * (nb + 1) // 2, nb * nb
+
+    def half(T, S, bq, bk):  # forgets the diagonal
+        n = -(-T // bq) * -(-S // bk)
+        return n // 2, n
+
+    def floor_blocks(T, S, bq, bk):  # rounds the number of blocks down
+        return good_causal_tiles(T // bq * bq, S // bk * bk, bq, bk)
+
+    def from_plan(T, S, bq, bk):  # the library's plan: forbidden
+        flat = [c for row in tile_plan(T, S, bq, bk, causal=True) for c in row]
+        return sum(c != "skip" for c in flat), len(flat)
+
+    fails_with(check, square_formula, "T != S")
+    fails_with(check, half, "a row block of tiles is computed")
+    fails_with(check, floor_blocks, "round the number of blocks up")
+    fails_with(check, from_plan, "tile_plan")
+    fails_with(check, lambda T, S, bq, bk: (1, 1), "square")  # a constant
+
+
+def good_split_kv(q, k, v, n_splits):
+    S = k.shape[-2]
+    size = -(-S // n_splits)
+    outs, lses = [], []
+    for j0 in range(0, S, size):
+        s = q @ k[..., j0 : j0 + size, :].transpose(-2, -1) / q.shape[-1] ** 0.5
+        lse = torch.logsumexp(s, -1)  # (B, H, 1)
+        outs.append(torch.exp(s - lse[..., None]) @ v[..., j0 : j0 + size, :])
+        lses.append(lse)
+    lse = torch.logsumexp(torch.stack(lses), 0)
+    return sum(torch.exp(l - lse)[..., None] * o for o, l in zip(outs, lses))
+
+
+def test_split_kv_decoding():
+    assert attnlab.check.split_kv_decoding(good_split_kv)
+    check = attnlab.check.split_kv_decoding
+
+    def mean_of_splits(q, k, v, n):  # averages the partial outputs
+        S = k.shape[-2]
+        size = -(-S // n)
+        return sum(
+            F.scaled_dot_product_attention(
+                q, k[..., j : j + size, :], v[..., j : j + size, :]
+            )
+            for j in range(0, S, size)
+        ) / len(range(0, S, size))
+
+    def exp_weights(q, k, v, n):  # exp(lse_i) unshifted: overflows at large scores
+        S = k.shape[-2]
+        size = -(-S // n)
+        num, den = 0, 0
+        for j0 in range(0, S, size):
+            s = q @ k[..., j0 : j0 + size, :].transpose(-2, -1) / q.shape[-1] ** 0.5
+            e = torch.exp(torch.logsumexp(s, -1))[..., None]
+            num = num + e * (torch.softmax(s, -1) @ v[..., j0 : j0 + size, :])
+            den = den + e
+        return num / den
+
+    fails_with(check, mean_of_splits, "exp(lse_i - lse)")
+    fails_with(check, exp_weights, "overflows")
+    fails_with(
+        check, lambda q, k, v, n: attnlab.flash_attention(q, k, v), "flash_attention"
+    )
+
+
+def good_tile_backward(q, k, v, out, lse, dout, scale):
+    p = torch.exp(q @ k.T * scale - lse[:, None])  # (T, S)
+    dv = p.T @ dout
+    dp = dout @ v.T
+    ds = p * (dp - (dout * out).sum(-1, keepdim=True))
+    return ds @ k * scale, ds.T @ q * scale, dv
+
+
+def test_tile_backward():
+    assert attnlab.check.tile_backward(good_tile_backward)
+    check = attnlab.check.tile_backward
+
+    def no_delta(q, k, v, out, lse, dout, scale):  # dS = P * dP: forgets D
+        p = torch.exp(q @ k.T * scale - lse[:, None])
+        ds = p * (dout @ v.T)
+        return ds @ k * scale, ds.T @ q * scale, p.T @ dout
+
+    def no_scale(q, k, v, out, lse, dout, scale):  # forgets the scale in dQ and dK
+        dq, dk, dv = good_tile_backward(q, k, v, out, lse, dout, scale)
+        return dq / scale, dk / scale, dv
+
+    def autograd(q, k, v, out, lse, dout, scale):
+        q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+        o = torch.softmax(q @ k.T * scale, -1) @ v
+        return torch.autograd.grad(o, (q, k, v), dout)
+
+    fails_with(check, no_delta, "D_i")
+    fails_with(check, no_scale, "the scale multiplies both")
+    fails_with(check, autograd, "used autograd")
 
 
 def prefix_sum_linear(q, k, v):
@@ -98,28 +211,82 @@ def prefix_sum_linear(q, k, v):
 
 def test_causal_linear_attention():
     assert attnlab.check.causal_linear_attention(prefix_sum_linear)
-    with pytest.raises(CheckFailed):  # not causal
-        attnlab.check.causal_linear_attention(
-            lambda q, k, v: attnlab.linear_attention(q, k, v)
+    check = attnlab.check.causal_linear_attention
+
+    def not_causal(q, k, v):  # sums over every key
+        fq, fk = F.elu(q) + 1, F.elu(k) + 1
+        return (fq @ (fk.transpose(-2, -1) @ v)) / (fq * fk.sum(-2, keepdim=True)).sum(
+            -1, keepdim=True
         )
+
+    def no_normaliser(q, k, v):
+        fq, fk = F.elu(q) + 1, F.elu(k) + 1
+        kv = torch.cumsum(fk[..., :, :, None] * v[..., :, None, :], dim=-3)
+        return (fq[..., :, :, None] * kv).sum(-2)
+
+    fails_with(check, not_causal, "S_t = sum_{j<=t}")
+    fails_with(check, no_normaliser, "S_t = sum_{j<=t}")
+    fails_with(check, lambda q, k, v: attnlab.linear_attention(q, k, v, is_causal=True),
+               "linear_attention")  # fmt: skip
 
 
 def test_receptive_field_after():
-    assert attnlab.check.receptive_field_after(receptive_field)
-    with pytest.raises(CheckFailed):  # forgets the residual self-edge
-        attnlab.check.receptive_field_after(
-            lambda m, L: (torch.linalg.matrix_power(m.float(), L) > 0).sum(-1)
-        )
+    assert attnlab.check.receptive_field_after(
+        lambda m, L: (
+            torch.linalg.matrix_power(
+                (m | torch.eye(m.shape[-1], dtype=torch.bool)).float(), L
+            )
+            > 0
+        ).sum(-1)
+    )
+    check = attnlab.check.receptive_field_after
+    fails_with(check, lambda m, L: (torch.linalg.matrix_power(m.float(), L) > 0).sum(-1),
+               "residual")  # forgets the self edge  # fmt: skip
+    fails_with(check, lambda m, L: m.sum(-1), "once per layer")  # one layer only
+    fails_with(check, lambda m, L: receptive_field(m, L), "receptive_field")
 
 
 def test_kv_cache_bytes():
-    assert attnlab.check.kv_cache_bytes(
-        lambda L, H, Dh, T, B, bytes_per=2: 2 * L * H * Dh * T * B * bytes_per
+    def good(L, H, Dh, T, B, bytes_per=2, n_kv_heads=None):
+        return 2 * L * (n_kv_heads or H) * Dh * T * B * bytes_per  # noqa: E731
+
+    assert attnlab.check.kv_cache_bytes(good)
+    check = attnlab.check.kv_cache_bytes
+    fails_with(
+        check,
+        lambda L, H, Dh, T, B, bytes_per=2, n_kv_heads=None: (
+            L * (n_kv_heads or H) * Dh * T * B * bytes_per
+        ),
+        "keys AND values",
     )
-    with pytest.raises(CheckFailed):  # keys only
-        attnlab.check.kv_cache_bytes(
-            lambda L, H, Dh, T, B, bytes_per=2: L * H * Dh * T * B * bytes_per
-        )
+    fails_with(
+        check,
+        lambda L, H, Dh, T, B, bytes_per=2, n_kv_heads=None: (
+            2 * L * H * Dh * T * B * bytes_per
+        ),
+        "n_kv_heads",
+    )
+
+
+def test_streaming_mask():
+    def good(T, w, s):
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        return (j <= i) & ((i - j < w) | (j < s))
+
+    assert attnlab.check.streaming_mask(good)
+    check = attnlab.check.streaming_mask
+
+    def off_by_one(T, w, s):  # window of w + 1 tokens
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        return (j <= i) & ((i - j <= w) | (j < s))
+
+    def sinks_see_the_future(T, w, s):  # forgets causality for the sinks
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        return ((j <= i) & (i - j < w)) | (j < s)
+
+    fails_with(check, off_by_one, "itself included")
+    fails_with(check, sinks_see_the_future, "causal")
+    fails_with(check, lambda T, w, s: streaming_mask(T, w, s), "streaming_mask")
 
 
 def test_stubs_report_pending(monkeypatch, capsys):
@@ -129,6 +296,15 @@ def test_stubs_report_pending(monkeypatch, capsys):
         raise NotImplementedError
 
     for name in ("merge_partial_attention", "block_size_for_budget", "causal_tiles",
-                 "causal_linear_attention", "receptive_field_after", "kv_cache_bytes"):  # fmt: skip
+                 "split_kv_decoding", "tile_backward", "causal_linear_attention",
+                 "receptive_field_after", "kv_cache_bytes", "streaming_mask"):  # fmt: skip
         assert not getattr(attnlab.check, name)(stub)
     assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_forbidden_dicts_cover_every_check():
+    from attnlab.check import fast_attention, subquadratic
+
+    for mod in (fast_attention, subquadratic):
+        checks = {n for n in mod.__all__ if n != "FORBIDDEN"}
+        assert set(mod.FORBIDDEN) == checks

@@ -224,3 +224,230 @@ def test_bad_window():
         attnlab.sliding_window_attention(q, q, q, -1)
     with pytest.raises(TypeError, match="window"):
         attnlab.sliding_window_attention(q, q, q, 2.5)
+
+
+# ------------------------------------------------------------------ 16-bit inputs
+def _rounded(shape, dtype, mult, gen):
+    """Random float64 values rounded to ``dtype`` (returned in both dtypes)."""
+    x = (torch.randn(*shape, generator=gen, dtype=torch.float64) * mult).to(dtype)
+    return x, x.double()
+
+
+def _errors(fn, q, k, v, dout):
+    """Max abs error of fn's output and gradients against the float64 reference
+    computed on the same rounded inputs (SDPA in float64)."""
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    ref = fn["ref"](q64, k64, v64)
+    ref_g = torch.autograd.grad(ref, (q64, k64, v64), dout.double())
+    q_, k_, v_ = (t.clone().requires_grad_() for t in (q, k, v))
+    out = fn["fn"](q_, k_, v_)
+    assert out.dtype == q.dtype
+    g = torch.autograd.grad(out, (q_, k_, v_), dout)
+    assert all(t.dtype == q.dtype for t in g)
+    errs = [(out.double() - ref).abs().max().item()]
+    errs += [(a.double() - b).abs().max().item() for a, b in zip(g, ref_g)]
+    return errs  # out, dq, dk, dv
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("T,S", [(192, 192), (128, 256), (256, 96)])
+@pytest.mark.parametrize("kind", ["flash", "window"])
+def test_16bit_within_sdpa_error(dtype, causal, T, S, kind):
+    """Statistics in float32: error vs float64 within 1.5x SDPA's own, in the same
+    dtype, for the output and the three gradients (sharp logits: q, k scaled x4)."""
+    gen = torch.Generator().manual_seed(T + S + causal)
+    B, H, Dh = 1, 2, 64
+    q, _ = _rounded((B, H, T, Dh), dtype, 4.0, gen)
+    k, _ = _rounded((B, H, S, Dh), dtype, 4.0, gen)
+    v, _ = _rounded((B, H, S, Dh), dtype, 1.0, gen)
+    dout, _ = _rounded((B, H, T, Dh), dtype, 1.0, gen)
+    if kind == "flash":
+        mask = E.band_mask(T, S, None, causal)
+
+        def ours(q, k, v):
+            return attnlab.flash_attention(q, k, v, is_causal=causal, block_size=64)  # noqa: E731
+    else:
+        w = 40 if T <= S else 180  # every query keeps a key in its band (no dead row)
+        mask = E.band_mask(T, S, w, causal)
+
+        def ours(q, k, v):
+            return attnlab.sliding_window_attention(
+                q, k, v, w, is_causal=causal, block_size=64
+            )  # noqa: E731
+
+    assert bool(mask.any(-1).all())  # SDPA gives NaN on dead rows: none here
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    e_ours = _errors({"fn": ours, "ref": sdpa}, q, k, v, dout)
+    e_sdpa = _errors({"fn": sdpa, "ref": sdpa}, q, k, v, dout)
+    for what, a, b in zip(("out", "dq", "dk", "dv"), e_ours, e_sdpa):
+        assert a <= 1.5 * b, f"{what}: ours {a:.2e} > 1.5 x SDPA's {b:.2e}"
+
+
+def test_16bit_old_behaviour_would_fail():
+    """The test above can fail: the same loop with 16-bit statistics (the kernel cast
+    to bfloat16 throughout) is many times SDPA's error on sharp logits."""
+    gen = torch.Generator().manual_seed(0)
+    q, _ = _rounded((1, 2, 512, 64), torch.bfloat16, 4.0, gen)
+    k, _ = _rounded((1, 2, 512, 64), torch.bfloat16, 4.0, gen)
+    v, _ = _rounded((1, 2, 512, 64), torch.bfloat16, 1.0, gen)
+    ref = F.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), is_causal=True
+    )
+    n = q.shape[0] * q.shape[1]
+    q3, k3, v3 = (t.reshape(n, t.shape[-2], 64) for t in (q, k, v))
+    # the forward as it was: weights, running sum and accumulator in bfloat16
+    scale = 64**-0.5
+    s = (q3.float() @ k3.float().transpose(1, 2) * scale).masked_fill(
+        ~E.band_mask(512, 512, None, True), -torch.inf
+    )
+    p16 = (s - s.amax(-1, keepdim=True)).exp().to(torch.bfloat16)  # bf16 weights
+    l16 = torch.zeros(n, 512, dtype=torch.bfloat16)
+    acc16 = torch.zeros(n, 512, 64, dtype=torch.bfloat16)
+    for j0 in range(0, 512, 64):  # running sums in bfloat16, tile by tile
+        l16 += p16[:, :, j0 : j0 + 64].sum(-1)
+        acc16 += p16[:, :, j0 : j0 + 64] @ v3[:, j0 : j0 + 64]
+    bad_out = (acc16 / l16[..., None]).reshape(ref.shape)
+    good = attnlab.flash_attention(q, k, v, is_causal=True, block_size=64)
+    sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    e_bad, e_good, e_sdpa = (
+        (x.double() - ref).abs().max().item() for x in (bad_out, good, sdpa)
+    )
+    assert e_bad > 1.5 * e_sdpa and e_good <= 1.5 * e_sdpa
+
+
+# --------------------------------------------------------- alignment, padding, S = 0
+@pytest.mark.parametrize("T,S", [(3, 5), (5, 3), (4, 4), (1, 9)])
+@pytest.mark.parametrize("window", [None, 1])
+def test_bottom_right_alignment_equals_causal_lower_right(T, S, window):
+    from torch.nn.attention.bias import causal_lower_right
+
+    q, k, v = qkv(T, S, 8, 4, torch.float64, B=1, H=2)
+    mask = E.band_mask(T, S, window, True, align="bottom_right")
+    if window is None and T <= S:  # (torch warns of NaN rows when T > S)
+        assert torch.equal(mask, causal_lower_right(T, S)._materialize("cpu"))
+    top = E.band_mask(T, S, window, True)
+    if T != S:
+        assert not torch.equal(mask, top)  # the two alignments differ when T != S
+    if window is None:
+        ours = attnlab.flash_attention(q, k, v, is_causal=True, align="bottom_right",
+                                       block_size=2)  # fmt: skip
+    else:
+        ours = attnlab.sliding_window_attention(q, k, v, window, is_causal=True,
+                                                align="bottom_right", block_size=2)  # fmt: skip
+    ref = attnlab.scaled_dot_product_attention(q, k, v, attn_mask=mask)[
+        0
+    ]  # 0 on dead rows
+    torch.testing.assert_close(ours, ref)
+    if bool(mask.any(-1).all()):
+        torch.testing.assert_close(
+            ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        )
+    if window is None and T <= S:  # SDPA's own bottom-right bias object agrees
+        torch.testing.assert_close(
+            ours,
+            F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(T, S)),
+        )
+
+
+def test_decoding_step_needs_bottom_right():
+    """One new query against a cache of 6 keys: top-left sees only key 0."""
+    q, k, v = qkv(1, 7, 4, 4, torch.float64, B=1, H=1)
+    top = attnlab.flash_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(top, v[..., :1, :])  # the first value alone
+    bottom = attnlab.flash_attention(q, k, v, is_causal=True, align="bottom_right")
+    torch.testing.assert_close(bottom, F.scaled_dot_product_attention(q, k, v))
+
+
+def test_bad_align():
+    q = torch.randn(1, 1, 4, 2)
+    with pytest.raises(ValueError, match="align"):
+        attnlab.flash_attention(q, q, q, is_causal=True, align="bottom")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_key_padding_mask_equals_sdpa(dtype, causal):
+    T, S = 37, 45
+    q, k, v = qkv(T, S, 8, 8, dtype, B=3, H=2)
+    lengths = torch.tensor([45, 20, 1])
+    kpm = torch.arange(S)[None, :] < lengths[:, None]  # (B, S), True = real token
+
+    def fn(q, k, v):
+        return attnlab.flash_attention(q, k, v, is_causal=causal, key_padding_mask=kpm,
+                                       block_size=(16, 8))  # fmt: skip
+
+    mask = kpm[:, None, None, :] & E.band_mask(T, S, None, causal)  # (B, 1, T, S)
+
+    def ref(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    assert max_err(fn, ref, q, k, v) < TOL[dtype]
+    # a per-head mask (B, H, S) works as well
+    kpm_h = kpm[:, None, :].expand(3, 2, S)
+    out = attnlab.flash_attention(q, k, v, is_causal=causal, key_padding_mask=kpm_h)
+    torch.testing.assert_close(out, ref(q, k, v))
+
+
+def test_key_padding_mask_gradcheck_and_dead_rows():
+    q, k, v = qkv(6, 5, 3, 2, torch.float64, B=2, H=1)
+    kpm = torch.tensor([[True, True, False, False, False], [False] * 5])  # row 2: none
+
+    def fn(q, k, v):
+        return attnlab.flash_attention(q, k, v, key_padding_mask=kpm, block_size=2)  # noqa: E731
+
+    out = fn(q, k, v)
+    assert (out[1] == 0).all() and torch.isfinite(out).all()
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+def test_bad_key_padding_mask():
+    q = torch.randn(2, 1, 4, 2)
+    with pytest.raises(TypeError, match="bool"):
+        attnlab.flash_attention(q, q, q, key_padding_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match="key_padding_mask must have shape"):
+        attnlab.flash_attention(
+            q, q, q, key_padding_mask=torch.ones(2, 5, dtype=torch.bool)
+        )
+
+
+@pytest.mark.parametrize("T,S", [(0, 5), (5, 0), (0, 0)])
+def test_flash_empty_sequences(T, S):
+    q, k, v = qkv(T, S, 4, 3, torch.float64, B=2, H=1)
+    for out in (
+        attnlab.flash_attention(q, k, v),
+        attnlab.flash_attention(q, k, v, is_causal=True),
+        attnlab.sliding_window_attention(q, k, v, 2),
+        attnlab.linear_attention(q, k, v),
+        attnlab.linear_attention(q, k, v, is_causal=True),
+    ):
+        assert out.shape == (2, 1, T, 3) and (out == 0).all()
+    out = attnlab.flash_attention(q, k, v)
+    out.sum().backward()  # connected to the graph, zero gradients
+    assert q.grad.shape == q.shape
+
+
+def test_bad_block_size_and_window_none():
+    q = torch.randn(1, 1, 4, 2)
+    for bad in ((4,), 2.5, (2, 2, 2), True):
+        with pytest.raises(TypeError, match="block_size"):
+            attnlab.flash_attention(q, q, q, block_size=bad)
+    with pytest.raises(TypeError, match="window"):
+        attnlab.sliding_window_attention(q, q, q, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_linear_attention_underflow_gives_zero_not_nan(dtype):
+    """elu + 1 rounds to 0 for very negative inputs: 0/0 must not become NaN."""
+    q, k, v = (torch.randn(1, 1, 6, 4, dtype=dtype) for _ in range(3))
+    q_low = q - 1e3  # every feature of q is 0
+    for causal in (False, True):
+        out = attnlab.linear_attention(q_low, k, v, is_causal=causal)
+        assert torch.isfinite(out).all() and (out == 0).all()
+    k2 = k.clone()
+    k2[..., 0, :] = -1e3  # causal query 0 sees only key 0, whose features are 0
+    out = attnlab.linear_attention(q, k2, v, is_causal=True)
+    assert torch.isfinite(out).all() and (out[..., 0, :] == 0).all()

@@ -62,3 +62,40 @@ def test_bad_input():
     step(torch.ones(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="new tokens"):
         step(torch.ones(1, 3, dtype=torch.long))
+
+
+def test_reused_step_with_another_prefix_raises():
+    """A step that cached one prefix refuses another of the same length + 1, whose
+    cached keys would be stale, instead of returning wrong log-probs."""
+    model = lm(False)
+    step = attnlab.CachedLMStep(model)
+    a = torch.tensor([[3, 4, 5, 6]])
+    step(a)
+    b = torch.tensor([[3, 9, 5, 6, 7]])  # token 1 differs from what is cached
+    with pytest.raises(ValueError, match="stale"):
+        step(b)
+    step.reset()
+    torch.testing.assert_close(step(b), model.step(b), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="batch of 1"):
+        step(torch.ones(3, 6, dtype=torch.long))
+
+
+def test_extending_the_same_prefix_still_works():
+    model = lm(True)
+    step = attnlab.CachedLMStep(model)
+    ids = torch.randint(3, 12, (2, 8))
+    step(ids[:, :3])
+    torch.testing.assert_close(step(ids), model.step(ids), atol=1e-5, rtol=1e-4)
+
+
+def test_append_checks_shapes():
+    cache = attnlab.KVCache()
+    cache.append(0, torch.randn(2, 4, 3, 8), torch.randn(2, 4, 3, 8))
+    with pytest.raises(ValueError, match="batch size B = 3"):
+        cache.append(0, torch.randn(3, 4, 1, 8), torch.randn(3, 4, 1, 8))
+    with pytest.raises(ValueError, match="width Dh = 6"):
+        cache.append(0, torch.randn(2, 4, 1, 6), torch.randn(2, 4, 1, 6))
+    with pytest.raises(ValueError, match="same B, H, t"):
+        cache.append(0, torch.randn(2, 4, 1, 8), torch.randn(2, 4, 2, 8))
+    with pytest.raises(ValueError, match="rows must lie in"):
+        cache.reorder(torch.tensor([0, 5]))

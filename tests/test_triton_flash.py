@@ -102,3 +102,29 @@ def test_bad_dtype_and_shapes():
         tf.triton_flash_forward(q.double(), q.double(), q.double())
     with pytest.raises(ValueError, match="shapes"):
         tf.triton_flash_forward(q, q[..., :8], q)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("T,S", [(64, 64), (48, 80)])
+def test_half_precision_within_2x_sdpa_error(dtype, causal, T, S):
+    """Statistics in float32: the output's error against a float64 reference on the
+    same rounded inputs is within 2x SDPA's own in the same dtype (sharp logits)."""
+    gen = torch.Generator().manual_seed(T + S + causal)
+    q, k, v = (
+        (torch.randn(1, 2, n, 32, generator=gen, dtype=torch.float64) * m).to(dtype)
+        for n, m in ((T, 4.0), (S, 4.0), (S, 1.0))
+    )
+    mask = efficient.band_mask(T, S, None, causal)
+    ref = F.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), attn_mask=mask
+    )
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    dev = _dev()
+    out, lse = tf.triton_flash_forward(
+        q.to(dev), k.to(dev), v.to(dev), is_causal=causal
+    )
+    assert out.dtype == dtype and lse.dtype == torch.float32
+    e_ours = (out.cpu().double() - ref).abs().max().item()
+    e_sdpa = (sdpa.double() - ref).abs().max().item()
+    assert e_ours <= 2 * e_sdpa, f"triton {e_ours:.2e} > 2 x SDPA's {e_sdpa:.2e}"

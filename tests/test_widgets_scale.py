@@ -45,7 +45,12 @@ def test_pattern_masks():
     c = w9.pattern_mask("causal", 4)
     assert torch.equal(c, torch.ones(4, 4, dtype=torch.bool).tril())
     with pytest.raises(ValueError, match="pattern"):
-        w9.pattern_mask("strided", 4)
+        w9.pattern_mask("blocky", 4)
+    st = w9.pattern_mask("strided", 12, 3, causal=True)  # local 3 + every 3rd back
+    assert st[11].nonzero().flatten().tolist() == [2, 5, 8, 9, 10, 11]
+    assert int(w9.receptive_field(st, 2)[-1]) == 12  # full reach in two layers
+    with pytest.raises(ValueError, match="stride"):
+        w9.pattern_mask("strided", 4, 0)
     with pytest.raises(ValueError, match="window"):
         w9.pattern_mask("window", 4, -1)
 

@@ -20,15 +20,28 @@ backward, which recomputes each tile of probabilities from ``L`` (Dao et al. 202
 One engineering detail, as in FlashAttention's own kernels: the tiles use powers of
 two, ``exp(x) = 2 ** (x log2 e)``, with ``log2 e`` folded into the scale of ``q``, so
 the running max and sum live in base 2; the saved ``L`` is converted back to the
-natural log. The result is the same; on this course's CPU ``torch.exp2`` is several
-times faster than ``torch.exp`` (bench/attention.py measures the whole forward).
+natural log. The result is the same. On a GPU the exponential unit computes ``2**x``
+natively and ``exp(x)`` costs an extra multiply per score, which the folded scale
+saves; on this course's CPU ``torch.exp2`` is faster than ``torch.exp`` per tile, but
+over the whole forward the gain is a few percent (chapter 8 measures both).
+
+Precision: scores, the running max and sum, the accumulator and the saved log-sum-exp
+are kept in float32 for float16/bfloat16 inputs (float64 stays float64), and the output
+and gradients are cast back to the input dtype, as FlashAttention's kernels do.
 
 On CUDA with Triton installed the forward runs the Triton kernel of
 :mod:`attnlab.kernels.triton_flash`; the backward is the same recomputation.
 
 Shapes: ``q (..., T, Dh)``, ``k (..., S, Dh)``, ``v (..., S, Dv)`` with equal leading
-dims, e.g. (B, H, T, Dh). Causal means top-left alignment (query ``i`` sees keys
-``j <= i``), as :func:`torch.nn.functional.scaled_dot_product_attention`.
+dims, e.g. (B, H, T, Dh).
+
+Causal alignment when T != S. ``align="top_left"`` (the default, as
+:func:`torch.nn.functional.scaled_dot_product_attention` with ``is_causal=True``): query
+``i`` sees keys ``j <= i``. ``align="bottom_right"`` (as
+``torch.nn.attention.bias.causal_lower_right`` and FlashAttention >= 2.1): the last query
+lines up with the last key, query ``i`` sees ``j <= i + S - T`` -- what a decoding step
+or a chunked prefill against a cache of ``S - T`` earlier keys needs. The sliding
+window's band follows the same diagonal.
 """
 
 from __future__ import annotations
@@ -46,7 +59,10 @@ __all__ = [
     "linear_attention",
     "band_mask",
     "elu_feature_map",
+    "ALIGNS",
 ]
+
+ALIGNS = ("top_left", "bottom_right")
 
 BLOCK_Q = (
     256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
@@ -80,12 +96,24 @@ def _check_window(window) -> None:
         raise ValueError(f"window must be >= 0, got {window}")
 
 
+def _check_align(align) -> None:
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
+
+
+def _offset(T: int, S: int, align: str) -> int:
+    """Key index on the diagonal of query 0: 0 (top-left) or S - T (bottom-right)."""
+    return 0 if align == "top_left" else S - T
+
+
 def band_mask(T: int, S: int, window: int | None = None, is_causal: bool = False,
-              device=None) -> torch.Tensor:  # fmt: skip
-    """Boolean (T, S) mask, ``True`` = may attend: ``|i - j| <= window`` (no limit if
-    ``window`` is None) and ``j <= i`` when causal."""
+              device=None, align: str = "top_left") -> torch.Tensor:  # fmt: skip
+    """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
+    if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
+    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
     _check_window(window)
-    i = torch.arange(T, device=device)[:, None]  # (T, 1)
+    _check_align(align)
+    i = torch.arange(T, device=device)[:, None] + _offset(T, S, align)  # (T, 1)
     j = torch.arange(S, device=device)[None, :]  # (1, S)
     allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
     if window is not None:
@@ -96,11 +124,13 @@ def band_mask(T: int, S: int, window: int | None = None, is_causal: bool = False
 
 
 # ------------------------------------------------------------------- tiles and masks
-def _tile_mask(i0, i1, j0, j1, causal: bool, window, device):
+def _tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
     """Which entries of the tile rows [i0, i1) x columns [j0, j1) may attend.
 
+    ``offset`` shifts the diagonal: query ``i`` is aligned with key ``i + offset``.
     Returns ``"skip"`` if none may (the tile is never computed), ``None`` if all may
     (no mask needed), else a boolean (i1 - i0, j1 - j0) mask."""
+    i0, i1 = i0 + offset, i1 + offset  # rows in key coordinates
     lo, hi = -math.inf, math.inf  # allowed j - i in [lo, hi]
     if causal:
         hi = 0
@@ -119,16 +149,18 @@ def _tile_mask(i0, i1, j0, j1, causal: bool, window, device):
 
 
 def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
-              window: int | None = None) -> list[list[str]]:  # fmt: skip
+              window: int | None = None, align: str = "top_left") -> list[list[str]]:  # fmt: skip
     """For each (row block, column block): ``"full"``, ``"masked"`` or ``"skip"``.
 
     The plan the kernels follow; chapter 8's widget draws it."""
+    _check_align(align)
+    off = _offset(T, S, align)
     plan = []
     for i0 in range(0, T, block_q):
         row = []
         for j0 in range(0, S, block_k):
             m = _tile_mask(i0, min(i0 + block_q, T), j0, min(j0 + block_k, S), causal,
-                           window, "cpu")  # fmt: skip
+                           window, "cpu", off)  # fmt: skip
             row.append(
                 "skip" if isinstance(m, str) else "full" if m is None else "masked"
             )
@@ -137,41 +169,52 @@ def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
 
 
 # -------------------------------------------------------------- torch forward/backward
-def _flash_forward(q, k, v, scale, causal, window, block_q, block_k):
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for 16-bit inputs, else the input dtype: the statistics' precision."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _flash_forward(q, k, v, scale, causal, window, block_q, block_k, offset=0,
+                   kpm=None):  # fmt: skip
     """Tiled forward. q (N, T, Dh), k (N, S, Dh), v (N, S, Dv) -> out (N, T, Dv), lse (N, T).
 
     Scores, running max ``m`` and running sum ``l`` are in base 2 (``q`` is scaled by
     ``scale * LOG2E`` and ``exp2`` replaces ``exp``); ``lse`` is returned in base e.
+    Scores, statistics, accumulator and ``lse`` are float32 for 16-bit inputs (each
+    block is cast as it is loaded); ``out`` has the input dtype. ``kpm (N, S)`` bool,
+    True = this key may be attended (padding otherwise).
     """
     N, T, _ = q.shape
     S, Dv = k.shape[1], v.shape[2]
-    out = q.new_empty(N, T, Dv)  # (N, T, Dv)
-    lse = q.new_empty(N, T)  # (N, T)
+    f = _acc_dtype(q.dtype)  # float32 for float16/bfloat16
+    out = q.new_empty(N, T, Dv)  # (N, T, Dv), input dtype
+    lse = q.new_empty(N, T, dtype=f)  # (N, T)
     kt = k.transpose(1, 2)  # (N, Dh, S), a view
-    tile = q.new_empty(N, min(block_q, T), min(block_k, S))  # one buffer, reused
+    tile = q.new_empty(N, min(block_q, T), min(block_k, S), dtype=f)  # reused buffer
     for i0 in range(0, T, block_q):
         i1 = min(i0 + block_q, T)
-        qi = q[:, i0:i1] * (scale * LOG2E)  # (N, Bq, Dh): base-2 scores below
-        m = q.new_full((N, i1 - i0), -math.inf)  # running max        (N, Bq)
-        l = q.new_zeros(N, i1 - i0)  # running sum of 2^(s - m)        (N, Bq)
-        acc = q.new_zeros(N, i1 - i0, Dv)  # unnormalised output        (N, Bq, Dv)
+        qi = q[:, i0:i1].to(f) * (scale * LOG2E)  # (N, Bq, Dh): base-2 scores below
+        m = q.new_full((N, i1 - i0), -math.inf, dtype=f)  # running max     (N, Bq)
+        l = q.new_zeros(N, i1 - i0, dtype=f)  # running sum of 2^(s - m)    (N, Bq)
+        acc = q.new_zeros(N, i1 - i0, Dv, dtype=f)  # unnormalised output  (N, Bq, Dv)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
-            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device)
+            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
             if isinstance(mask, str):
                 continue  # the whole tile is masked: never computed
             s = tile[:, : i1 - i0, : j1 - j0]  # (N, Bq, Bk)
-            torch.bmm(qi, kt[:, :, j0:j1], out=s)  # (N, Bq, Dh) @ (N, Dh, Bk)
+            torch.bmm(qi, kt[:, :, j0:j1].to(f), out=s)  # (N, Bq, Dh) @ (N, Dh, Bk)
             if mask is not None:
                 s.masked_fill_(~mask, -math.inf)  # (N, Bq, Bk)
+            if kpm is not None:
+                s.masked_fill_(~kpm[:, None, j0:j1], -math.inf)  # padded keys
             m_new = torch.maximum(m, s.amax(-1))  # (N, Bq)
-            m_safe = m_new  # rows that saw only masked keys keep -inf: subtract 0
-            if mask is not None:
-                m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # no NaN
+            # rows that saw only masked keys keep -inf: subtract 0 there, no NaN
+            m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)
             p = s.sub_(m_safe[..., None]).exp2_()  # (N, Bq, Bk), in place of s
             alpha = torch.exp2(m - m_safe)  # rescales what was summed so far  (N, Bq)
             l.mul_(alpha).add_(p.sum(-1))  # (N, Bq)
-            acc.mul_(alpha[..., None]).baddbmm_(p, v[:, j0:j1])  # += P V  (N, Bq, Dv)
+            acc.mul_(alpha[..., None]).baddbmm_(p, v[:, j0:j1].to(f))  # += P V
             m = m_new
         dead = l == 0  # rows that saw no key: output 0, L = +inf so P = 0 in backward
         out[:, i0:i1] = acc / l.masked_fill(dead, 1.0)[..., None]  # (N, Bq, Dv)
@@ -180,40 +223,40 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k):
     return out, lse
 
 
-def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, block_k):
-    """Recompute each tile's probabilities from the saved log-sum-exp; never (T, S)."""
+def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, block_k,
+                    offset=0, kpm=None):  # fmt: skip
+    """Recompute each tile's probabilities from the saved log-sum-exp; never (T, S).
+
+    Gradients are accumulated in float32 for 16-bit inputs and cast back at the end."""
     T, S = q.shape[1], k.shape[1]
-    dq = torch.zeros_like(q)  # (N, T, Dh)
-    dk = torch.zeros_like(k)  # (N, S, Dh)
-    dv = torch.zeros_like(v)  # (N, S, Dv)
-    delta = (dout * out).sum(-1)  # D_i = sum_j P_ij dP_ij = dO_i . O_i      (N, T)
-    lse2 = lse * LOG2E  # base 2, as the scores below                       (N, T)
+    f = _acc_dtype(q.dtype)
+    dq = torch.zeros_like(q, dtype=f)  # (N, T, Dh)
+    dk = torch.zeros_like(k, dtype=f)  # (N, S, Dh)
+    dv = torch.zeros_like(v, dtype=f)  # (N, S, Dv)
+    delta = (dout.to(f) * out.to(f)).sum(-1)  # D_i = sum_j P_ij dP_ij = dO_i . O_i
+    lse2 = lse.to(f) * LOG2E  # base 2, as the scores below                  (N, T)
     for i0 in range(0, T, block_q):
         i1 = min(i0 + block_q, T)
-        qi = q[:, i0:i1] * (scale * LOG2E)  # (N, Bq, Dh): base-2 scores
-        doi = dout[:, i0:i1]  # (N, Bq, Dv)
+        qi = q[:, i0:i1].to(f) * (scale * LOG2E)  # (N, Bq, Dh): base-2 scores
+        doi = dout[:, i0:i1].to(f)  # (N, Bq, Dv)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
-            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device)
+            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
             if isinstance(mask, str):
                 continue
-            kj, vj = k[:, j0:j1], v[:, j0:j1]  # (N, Bk, Dh), (N, Bk, Dv)
+            kj, vj = k[:, j0:j1].to(f), v[:, j0:j1].to(f)  # (N, Bk, Dh), (N, Bk, Dv)
             s = torch.bmm(qi, kj.transpose(1, 2))  # (N, Bq, Bk)
             if mask is not None:
                 s.masked_fill_(~mask, -math.inf)
+            if kpm is not None:
+                s.masked_fill_(~kpm[:, None, j0:j1], -math.inf)
             p = s.sub_(lse2[:, i0:i1, None]).exp2_()  # P recomputed  (N, Bq, Bk)
             dv[:, j0:j1].baddbmm_(p.transpose(1, 2), doi)  # += P^T dO    (N, Bk, Dv)
             dp = torch.bmm(doi, vj.transpose(1, 2))  # dP = dO V^T          (N, Bq, Bk)
-            ds = p.mul_(
-                dp.sub_(delta[:, i0:i1, None])
-            )  # dS = P * (dP - D)  (N, Bq, Bk)
-            dq[:, i0:i1].baddbmm_(
-                ds, kj, alpha=scale
-            )  # += dS K * scale     (N, Bq, Dh)
-            dk[:, j0:j1].baddbmm_(
-                ds.transpose(1, 2), qi, alpha=1 / LOG2E
-            )  # += dS^T Q scale
-    return dq, dk, dv
+            ds = p.mul_(dp.sub_(delta[:, i0:i1, None]))  # dS = P * (dP - D)
+            dq[:, i0:i1].baddbmm_(ds, kj, alpha=scale)  # += dS K * scale  (N, Bq, Dh)
+            dk[:, j0:j1].baddbmm_(ds.transpose(1, 2), qi, alpha=1 / LOG2E)  # dS^T Q s
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
 def _triton_usable(q) -> bool:
@@ -226,47 +269,92 @@ def _triton_usable(q) -> bool:
 
 class _FlashAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, scale, causal, window, block_q, block_k):
-        if _triton_usable(q) and window is None:
+    def forward(ctx, q, k, v, scale, causal, window, block_q, block_k, offset, kpm):
+        if _triton_usable(q) and window is None and offset == 0 and kpm is None:
             from .kernels.triton_flash import triton_flash_forward
 
             out, lse = triton_flash_forward(q, k, v, is_causal=causal, scale=scale)
         else:
-            out, lse = _flash_forward(q, k, v, scale, causal, window, block_q, block_k)
+            out, lse = _flash_forward(
+                q, k, v, scale, causal, window, block_q, block_k, offset, kpm
+            )
         ctx.save_for_backward(q, k, v, out, lse)  # O(T) statistics, no (T, S) tensor
-        ctx.args = (scale, causal, window, block_q, block_k)
+        ctx.kpm = kpm
+        ctx.args = (scale, causal, window, block_q, block_k, offset)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _flash_backward(q, k, v, out, lse, dout.contiguous(), *ctx.args)
-        return dq, dk, dv, None, None, None, None, None
+        dq, dk, dv = _flash_backward(
+            q, k, v, out, lse, dout.contiguous(), *ctx.args, kpm=ctx.kpm
+        )
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
-def _blocks(block_size, T, S):
+def _blocks(block_size):
     if block_size is None:
         return BLOCK_Q, BLOCK_K
-    bq, bk = (block_size, block_size) if isinstance(block_size, int) else block_size
-    if min(bq, bk) < 1:
+    sizes = (block_size, block_size) if not isinstance(block_size, tuple | list) \
+        else tuple(block_size)  # fmt: skip
+    if len(sizes) != 2 or any(
+        isinstance(b, bool) or not isinstance(b, int) for b in sizes
+    ):
+        raise TypeError(
+            f"block_size must be an int or a pair of ints (Bq, Bk), got {block_size!r}"
+        )
+    if min(sizes) < 1:
         raise ValueError(f"block sizes must be >= 1, got {block_size}")
-    return int(bq), int(bk)
+    return int(sizes[0]), int(sizes[1])
 
 
-def _tiled(q, k, v, scale, causal, window, block_size):
+def _padding_mask(key_padding_mask, lead, S, device):
+    """``key_padding_mask`` (B, S) or (*lead, S), True = attend -> (N, S) bool."""
+    if key_padding_mask is None:
+        return None
+    m = key_padding_mask
+    if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
+        raise TypeError(
+            "key_padding_mask must be a bool tensor, True = may attend (as SDPA's "
+            f"attn_mask), got {getattr(m, 'dtype', type(m).__name__)}"
+        )
+    if (
+        m.dim() < 1
+        or m.shape[-1] != S
+        or m.dim() - 1 > len(lead)
+        or tuple(m.shape[:-1]) != tuple(lead[: m.dim() - 1])
+    ):
+        raise ValueError(
+            f"key_padding_mask must have shape (B, S) = {(*lead[:1], S)} or "
+            f"(*leading dims, S) = {(*lead, S)}, got {tuple(m.shape)}"
+        )
+    m = m.reshape(*m.shape[:-1], *([1] * (len(lead) - m.dim() + 1)), S)
+    return m.expand(*lead, S).reshape(-1, S).to(device)  # (N, S)
+
+
+def _tiled(q, k, v, scale, causal, window, block_size, align="top_left",
+           key_padding_mask=None):  # fmt: skip
     lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
+    _check_align(align)
     if scale is None:
         scale = 1.0 / math.sqrt(Dh)
-    bq, bk = _blocks(block_size, T, S)
-    q3 = q.reshape(-1, T, Dh).contiguous()  # (N, T, Dh), N = B * H
-    k3 = k.reshape(-1, S, Dh).contiguous()  # (N, S, Dh)
-    v3 = v.reshape(-1, S, Dv).contiguous()  # (N, S, Dv)
-    out = _FlashAttention.apply(q3, k3, v3, float(scale), bool(causal), window, bq, bk)
+    bq, bk = _blocks(block_size)
+    kpm = _padding_mask(key_padding_mask, lead, S, q.device)
+    if T == 0 or S == 0:  # nothing to tile: (T, 0) @ (0, Dv) is zeros, differentiable
+        return (q @ k.transpose(-2, -1)) @ v  # (..., T, Dv), 0 elements or zeros
+    N = math.prod(lead)
+    q3 = q.reshape(N, T, Dh).contiguous()  # (N, T, Dh), N = B * H
+    k3 = k.reshape(N, S, Dh).contiguous()  # (N, S, Dh)
+    v3 = v.reshape(N, S, Dv).contiguous()  # (N, S, Dv)
+    out = _FlashAttention.apply(q3, k3, v3, float(scale), bool(causal), window, bq, bk,
+                                _offset(T, S, align), kpm)  # fmt: skip
     return out.reshape(*lead, T, Dv)  # (..., T, Dv)
 
 
 def flash_attention(q, k, v, *, is_causal: bool = False, scale: float | None = None,
-                    block_size: int | tuple[int, int] | None = None) -> torch.Tensor:  # fmt: skip
+                    block_size: int | tuple[int, int] | None = None,
+                    key_padding_mask: torch.Tensor | None = None,
+                    align: str = "top_left") -> torch.Tensor:  # fmt: skip
     r"""Exact softmax attention without ever holding the (T, S) scores.
 
     .. math:: \mathrm{out} = \mathrm{softmax}(s\, q k^\top)\, v,\qquad s = 1/\sqrt{D_h}
@@ -278,29 +366,40 @@ def flash_attention(q, k, v, *, is_causal: bool = False, scale: float | None = N
 
     Parameters
     ----------
-    q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv), same leading dims and dtype
-    is_causal : query ``i`` sees keys ``j <= i``; tiles above the diagonal are skipped
+    q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv), same leading dims and dtype;
+        float16/bfloat16 inputs are computed with float32 statistics and returned in
+        their own dtype
+    is_causal : query ``i`` sees keys ``j <= i`` (top-left) or ``j <= i + S - T``
+        (``align="bottom_right"``); tiles beyond the diagonal are skipped
     scale : multiplies the scores, default ``1 / sqrt(Dh)``
     block_size : rows and columns per tile, an int or (Bq, Bk); default (256, 256)
+    key_padding_mask : bool (B, S) or (..., S), True = may attend (variable-length
+        batches); a query with no allowed key gets a zero output
+    align : ``"top_left"`` (default, as SDPA's ``is_causal``) or ``"bottom_right"``
 
     Returns
     -------
     out : (..., T, Dv), equal to :func:`torch.nn.functional.scaled_dot_product_attention`
     """
     _check_qkv(q, k, v, "flash_attention")
-    return _tiled(q, k, v, scale, is_causal, None, block_size)
+    return _tiled(q, k, v, scale, is_causal, None, block_size, align, key_padding_mask)
 
 
 def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
                              scale: float | None = None,
-                             block_size: int | tuple[int, int] | None = None) -> torch.Tensor:  # fmt: skip
+                             block_size: int | tuple[int, int] | None = None,
+                             align: str = "top_left") -> torch.Tensor:  # fmt: skip
     """Local attention: query ``i`` sees keys with ``|i - j| <= window`` (and
-    ``j <= i`` when causal), as in Longformer (Beltagy et al. 2020).
+    ``j <= i`` when causal), as in Longformer (Beltagy et al. 2020); with
+    ``align="bottom_right"`` the band is centred on key ``i + S - T``.
 
     The tiled kernel of :func:`flash_attention` visits only the tiles that meet the
-    band, so time and memory are O(T·window) instead of O(T·S). Equal to
+    band, so time is O(T·window) instead of O(T·S), and extra memory is O(T + tile), as
+    for flash attention (only the output and one log-sum-exp per query are kept).
+    Equal to
     :func:`torch.nn.functional.scaled_dot_product_attention` with
-    ``attn_mask=band_mask(T, S, window, is_causal)``; a query with no key in its band
+    ``attn_mask=band_mask(T, S, window, is_causal, align=align)``; a query with no key
+    in its band
     (possible when T > S) gets a zero output.
 
     Parameters
@@ -310,16 +409,27 @@ def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
     block_size : default ``min(256, max(32, window))`` rows and columns per tile
     """
     _check_qkv(q, k, v, "sliding_window_attention")
+    if window is None:
+        raise TypeError("window must be an int >= 0, got None (use flash_attention)")
     _check_window(window)
     if block_size is None:
         block_size = min(BLOCK_Q, max(32, window))
-    return _tiled(q, k, v, scale, is_causal, window, block_size)
+    return _tiled(q, k, v, scale, is_causal, window, block_size, align)
 
 
 # ----------------------------------------------------------------- linear attention
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
-    """phi(x) = elu(x) + 1 > 0, the feature map of Katharopoulos et al. (2020)."""
+    """phi(x) = elu(x) + 1 >= 0, the feature map of Katharopoulos et al. (2020).
+
+    Positive in exact arithmetic, but it rounds to 0 for very negative x (x <= -17 or
+    so in float32), which is why :func:`linear_attention` guards its denominator."""
     return F.elu(x) + 1.0
+
+
+def _guard(den: torch.Tensor) -> torch.Tensor:
+    """A denominator of 0 means every feature product was 0 (underflow, or no key):
+    the numerator is 0 too, and the output is 0 instead of 0/0 = NaN."""
+    return den.clamp_min(torch.finfo(den.dtype).tiny)
 
 
 def linear_attention(
@@ -338,6 +448,9 @@ def linear_attention(
     inside a chunk of ``chunk`` positions the small masked quadratic form, across chunks
     the carried state — so memory stays O(T·Dv + chunk²).
 
+    A query whose feature products with every key are 0 (no key, S = 0, or features
+    that underflow) gets a zero output, never NaN.
+
     Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
     """
     _check_qkv(q, k, v, "linear_attention")
@@ -349,8 +462,10 @@ def linear_attention(
         z = fk.sum(-2)  # (..., Dh)
         num = fq @ kv  # (..., T, Dh) @ (..., Dh, Dv) -> (..., T, Dv)
         den = (fq * z[..., None, :]).sum(-1, keepdim=True)  # (..., T, 1)
-        return num / den
+        return num / _guard(den)
     T, S = q.shape[-2], k.shape[-2]
+    if T == 0:
+        return v.new_zeros(*q.shape[:-1], v.shape[-1]) + 0 * v.sum()  # (..., 0, Dv)
     state = fk.new_zeros(*fk.shape[:-2], fk.shape[-1], v.shape[-1])  # (..., Dh, Dv)
     z = fk.new_zeros(*fk.shape[:-2], 1, fk.shape[-1])  # (..., 1, Dh)
     outs = []
@@ -364,7 +479,7 @@ def linear_attention(
         a = (qc @ kc.transpose(-2, -1)).tril()  # j <= i inside the chunk  (..., C, C')
         num = qc @ state + a @ vc  # (..., C, Dv)
         den = (qc * z).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)  # (..., C, 1)
-        outs.append(num / den)
+        outs.append(num / _guard(den))
         state = state + kc.transpose(-2, -1) @ vc  # (..., Dh, Dv)
         z = z + kc.sum(-2, keepdim=True)  # (..., 1, Dh)
     return torch.cat(outs, dim=-2)  # (..., T, Dv)

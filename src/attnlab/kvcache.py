@@ -37,7 +37,21 @@ class KVCache:
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Add the new positions ``k, v (B, H, t, Dh)``; return all of them so far."""
+        if k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3]:
+            raise ValueError(
+                f"k and v must be (B, H, t, Dh) with the same B, H, t, got "
+                f"{tuple(k.shape)} and {tuple(v.shape)}"
+            )
         if layer in self.k:
+            old_k, old_v = self.k[layer], self.v[layer]
+            for name, new, old in (("k", k, old_k), ("v", v, old_v)):
+                for dim, what in ((0, "batch size B"), (1, "heads H"), (3, "width Dh")):
+                    if new.shape[dim] != old.shape[dim]:
+                        raise ValueError(
+                            f"KVCache.append: {name} has {what} = {new.shape[dim]}, "
+                            f"the cache of layer {layer} holds {old.shape[dim]} "
+                            f"(shapes {tuple(new.shape)} and {tuple(old.shape)})"
+                        )
             k = torch.cat([self.k[layer], k], dim=-2)  # (B, H, past + t, Dh)
             v = torch.cat([self.v[layer], v], dim=-2)  # (B, H, past + t, Dh)
         self.k[layer], self.v[layer] = k, v
@@ -45,6 +59,12 @@ class KVCache:
 
     def reorder(self, rows: torch.Tensor) -> None:
         """Keep the batch rows ``rows (K,)`` (repeats allowed), e.g. surviving beams."""
+        rows = torch.as_tensor(rows)
+        B = next(iter(self.k.values())).shape[0] if self.k else None
+        if B is not None and rows.numel() and (rows.min() < 0 or rows.max() >= B):
+            raise ValueError(
+                f"KVCache.reorder: rows must lie in [0, {B}), got {rows.tolist()}"
+            )
         for store in (self.k, self.v):
             for layer, t in store.items():
                 store[layer] = t.index_select(0, rows.to(t.device))  # (K, H, past, Dh)
@@ -95,10 +115,28 @@ class CachedLMStep:
 
     def __init__(self, lm):
         self.lm = lm
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything cached: the next call starts a new prefix."""
         self.cache = KVCache()
+        self.seen: torch.Tensor | None = None  # the ids whose keys are cached (B, past)
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         past = len(self.cache)
+        if self.seen is not None:
+            if ids.dim() != 2 or ids.shape[0] != self.seen.shape[0]:
+                raise ValueError(
+                    f"this CachedLMStep holds a batch of {self.seen.shape[0]} prefixes, "
+                    f"got ids of shape {tuple(ids.shape)}: call reset() (or make a new "
+                    "CachedLMStep) to start another batch"
+                )
+            if ids.shape[1] > past and not torch.equal(ids[:, :past], self.seen):
+                raise ValueError(
+                    f"the first {past} tokens of ids differ from those this "
+                    "CachedLMStep has cached, so its keys and values would be stale: "
+                    "call reset() (or make a new CachedLMStep) for a new prefix"
+                )
         if ids.shape[1] <= past:
             raise ValueError(
                 f"a cached step needs new tokens: prefix of length {ids.shape[1]}, "
@@ -111,10 +149,13 @@ class CachedLMStep:
                 "cannot"
             )
         logits = _forward_cached(self.lm, ids[:, past:], self.cache)[:, -1]  # (B, V)
+        self.seen = ids.detach().clone()
         return logits.log_softmax(-1)
 
     def reorder(self, rows: torch.Tensor) -> None:
         self.cache.reorder(rows)
+        if self.seen is not None:
+            self.seen = self.seen.index_select(0, torch.as_tensor(rows))
 
 
 @torch.no_grad()

@@ -5,7 +5,11 @@
 * :func:`receptive_field_after` — ``fn(mask, layers) -> (n,)``: how many positions each
   query depends on after ``layers`` layers of attention with the boolean ``mask``.
 * :func:`kv_cache_bytes` — ``fn(n_layers, n_heads, d_head, seq_len, batch,
-  bytes_per=2) -> bytes``: memory of a KV cache.
+  bytes_per=2, n_kv_heads=None) -> bytes``: memory of a KV cache, with grouped-query
+  attention when ``n_kv_heads`` < ``n_heads``.
+* :func:`streaming_mask` — ``fn(T, window, n_sink) -> (T, T) bool``: what a decoder with
+  a rolling cache of ``window`` recent tokens plus ``n_sink`` sink tokens attends to
+  (StreamingLLM).
 """
 
 from __future__ import annotations
@@ -14,7 +18,22 @@ import torch
 
 from ._core import Case, run_check
 
-__all__ = ["causal_linear_attention", "receptive_field_after", "kv_cache_bytes"]
+__all__ = [
+    "causal_linear_attention",
+    "receptive_field_after",
+    "kv_cache_bytes",
+    "streaming_mask",
+    "FORBIDDEN",
+]
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "causal_linear_attention": ("attnlab.linear_attention",
+                                "attnlab.efficient.linear_attention"),
+    "receptive_field_after": ("attnlab.widgets.subquadratic.receptive_field",),
+    "kv_cache_bytes": (),
+    "streaming_mask": ("attnlab.serving.streaming_mask",
+                       "attnlab.widgets.subquadratic.pattern_mask"),
+}  # fmt: skip
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -45,7 +64,8 @@ def causal_linear_attention(fn):
         cases.append(
             Case(label, (q, k, v), linear_attention(q, k, v, is_causal=True), hint)
         )
-    return run_check("causal_linear_attention", fn, cases, compare=compare)
+    return run_check("causal_linear_attention", fn, cases, compare=compare,
+                     forbid=FORBIDDEN["causal_linear_attention"])  # fmt: skip
 
 
 def receptive_field_after(fn):
@@ -74,20 +94,49 @@ def receptive_field_after(fn):
         cases.append(Case(label, (mask, layers), receptive_field(mask, layers),
                           "a token always keeps itself (residual); compose the mask "
                           "with itself once per layer"))  # fmt: skip
-    return run_check("receptive_field_after", fn, cases)
+    return run_check("receptive_field_after", fn, cases,
+                     forbid=FORBIDDEN["receptive_field_after"])  # fmt: skip
 
 
 def kv_cache_bytes(fn):
-    """Check ``fn(n_layers, n_heads, d_head, seq_len, batch, bytes_per=2)``."""
+    """Check ``fn(n_layers, n_heads, d_head, seq_len, batch, bytes_per=2,
+    n_kv_heads=None)``; ``n_kv_heads=None`` means one key/value head per query head."""
 
-    def ref(L, H, Dh, T, B, bytes_per=2):
-        return 2 * L * H * Dh * T * B * bytes_per
+    def ref(L, H, Dh, T, B, bytes_per=2, n_kv_heads=None):
+        return 2 * L * (n_kv_heads or H) * Dh * T * B * bytes_per
 
     specs = [
-        ("a 12-layer, 12-head, Dh=64 model, 1024 tokens", (12, 12, 64, 1024, 1), {}),
-        ("float32", (2, 4, 16, 10, 3), {"bytes_per": 4}),
-        ("batch 8, 32 layers", (32, 32, 128, 4096, 8), {}),
-    ]
-    cases = [Case(label, args, ref(*args, **kw), "keys AND values, every layer", kw)
-             for label, args, kw in specs]  # fmt: skip
-    return run_check("kv_cache_bytes", fn, cases)
+        ("a 12-layer, 12-head, Dh=64 model, 1024 tokens", (12, 12, 64, 1024, 1), {},
+         "keys AND values, every layer"),
+        ("float32", (2, 4, 16, 10, 3), {"bytes_per": 4}, "bytes_per is per number"),
+        ("batch 8, 32 layers", (32, 32, 128, 4096, 8), {}, "every sequence of the batch"),
+        ("grouped-query: 32 query heads, 8 key/value heads", (32, 32, 128, 4096, 1),
+         {"n_kv_heads": 8}, "the cache holds the key/value heads only: n_kv_heads"),
+        ("multi-query: one key/value head", (24, 16, 64, 2048, 2), {"n_kv_heads": 1},
+         "multi-query attention keeps a single key/value head per layer"),
+    ]  # fmt: skip
+    cases = [Case(label, args, ref(*args, **kw), hint, kw)
+             for label, args, kw, hint in specs]  # fmt: skip
+    return run_check("kv_cache_bytes", fn, cases, forbid=FORBIDDEN["kv_cache_bytes"])
+
+
+def _streaming(T, window, n_sink):
+    i = torch.arange(T)[:, None]  # (T, 1)
+    j = torch.arange(T)[None, :]  # (1, T)
+    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
+
+
+def streaming_mask(fn):
+    """Check ``fn(T, window, n_sink) -> (T, T)`` bool, True = may attend."""
+    specs = [
+        ("T = 8, window 3, one sink", (8, 3, 1),
+         "query i keeps the window of its last `window` tokens, itself included"),
+        ("no sink: a plain rolling window", (7, 2, 0), "n_sink = 0 is a causal window"),
+        ("window longer than the text", (5, 10, 2),
+         "early on, nothing is evicted; and the mask stays causal: no query sees a "
+         "later token, not even a sink"),
+        ("4 sinks, window 4, T = 12", (12, 4, 4),
+         "sinks are the first n_sink positions, seen by every later query (causal)"),
+    ]  # fmt: skip
+    cases = [Case(label, args, _streaming(*args), hint) for label, args, hint in specs]
+    return run_check("streaming_mask", fn, cases, forbid=FORBIDDEN["streaming_mask"])

@@ -52,7 +52,7 @@ if triton is not None:
         BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr,
     ):  # fmt: skip
         start_m = tl.program_id(0)  # which block of query rows
-        n = tl.program_id(1)  # which (batch, head)
+        n = tl.program_id(1).to(tl.int64)  # which (batch, head); int64 offsets below
         rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BM,)
         dh = tl.arange(0, BLOCK_DH)
         dv = tl.arange(0, BLOCK_DV)

@@ -44,7 +44,7 @@ def tile_map(n: int = 512, block: int = 64, causal: bool = True, n_heads: int = 
     out["computed_fraction"] = out["computed"] / out["tiles"]
     out.update(mem)
     if show:
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 4), width_ratios=[1, 1.2])
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(6.5, 3.4), width_ratios=[1, 1.2])
         grid = np.array([[_CODE[c] for c in row] for row in plan])
         cmap = plt.matplotlib.colors.ListedColormap(["#eeeeee", "#f4a259", "#5b8e7d"])
         ax.imshow(grid, cmap=cmap, vmin=0, vmax=2)
@@ -66,12 +66,19 @@ def tile_map(n: int = 512, block: int = 64, causal: bool = True, n_heads: int = 
             mib,
             color=["#c44e52", "#5b8e7d"],
         )
-        ax2.set_ylabel("live memory, MiB (H=8, Dh=64, fp32)")
+        ax2.set_ylabel("live MiB (H=8, Dh=64, fp32)")
+        ax2.tick_params(labelsize=10)
         ax2.set_title(f"n = {n}: {mem['ratio']:.0f}x less memory", fontsize=10)
         for i, m in enumerate(mib):
             ax2.text(i, m, f"{m:.1f}", ha="center", va="bottom")
         fig.tight_layout()
-        plt.show()
+        from ..plotting import show as show_fig
+
+        show_fig(fig, alt=f"Tiles of a {'causal' if causal else 'full'} pass at n = {n} "
+                 f"with blocks of {block}: {out['full']} full, {out['masked']} masked, "
+                 f"{out['skip']} skipped of {out['tiles']}; live memory "
+                 f"{mib[0]:.1f} MiB materialising against {mib[1]:.1f} MiB tiled, "
+                 f"{mem['ratio']:.0f} times less.")  # fmt: skip
     return out
 
 

@@ -1,8 +1,9 @@
 """Widgets for chapter 9 (beyond quadratic attention).
 
 * :func:`pattern_mask` — the boolean (n, n) mask of an attention pattern: full, causal,
-  window, dilated window, or global + local (Longformer; Child et al. 2019 for the
-  strided/dilated idea). ``True`` = may attend.
+  window, dilated window, global + local (Longformer, Beltagy et al. 2020), or strided
+  (Sparse Transformer, Child et al. 2019: a local window of ``window`` plus every
+  ``window``-th position, full reach in two layers). ``True`` = may attend.
 * :func:`receptive_field` — how many positions each query can reach after L layers
   (the boolean L-th power of the mask).
 * :func:`attention_pattern` — draws a pattern, its cost (pairs scored) and the receptive
@@ -18,7 +19,7 @@ import torch
 __all__ = ["PATTERNS", "pattern_mask", "receptive_field", "attention_pattern",
            "attention_pattern_widget"]  # fmt: skip
 
-PATTERNS = ["full", "causal", "window", "dilated", "global+local"]
+PATTERNS = ["full", "causal", "window", "dilated", "global+local", "strided"]
 
 
 def pattern_mask(pattern: str, n: int, window: int = 4, dilation: int = 2,
@@ -40,6 +41,12 @@ def pattern_mask(pattern: str, n: int, window: int = 4, dilation: int = 2,
         mask = torch.ones(n, n, dtype=torch.bool)
     elif pattern == "window":
         mask = d.abs() <= window
+    elif pattern == "strided":  # local heads + strided heads, merged in one mask
+        if window < 1:
+            raise ValueError(
+                f"the strided pattern needs window (the stride) >= 1, got {window}"
+            )
+        mask = (d.abs() < window) | (d % window == 0)
     elif pattern == "dilated":
         mask = (d.abs() <= window * dilation) & (d % dilation == 0)
     else:  # global + local
@@ -82,7 +89,7 @@ def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
         rows.append(reach.numpy())
     out["reach_by_layer"] = [int(r.sum()) for r in rows]
     if show:
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 4))
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(6.5, 3.2))
         ax.imshow(mask.numpy(), cmap="Greys", interpolation="nearest")
         ax.set_xlabel("key j")
         ax.set_ylabel("query i")
@@ -97,7 +104,11 @@ def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
             fontsize=10,
         )
         fig.tight_layout()
-        plt.show()
+        from ..plotting import show as show_fig
+
+        show_fig(fig, alt=f"The {pattern} pattern on {n} positions scores {cost} pairs "
+                 f"({out['fraction']:.0%} of n²); after {layers} layers the last query "
+                 f"depends on {out['receptive_field_last']} of {n} positions.")  # fmt: skip
     return out
 
 
