@@ -140,7 +140,7 @@ def main():
                 m = train_model(train, seed, loss_fn=deceptive_loss(lam))
             with torch.no_grad():
                 att = m(test.ids, test.mask)[1]
-            loo = leave_one_out(lambda i, mk: torch.sigmoid(m(i, mk)[0]), test.ids,
+            loo = leave_one_out(lambda i, mk, m=m: torch.sigmoid(m(i, mk)[0]), test.ids,
                                 test.mask)  # fmt: skip
             out["deception"][f"{lam}/{seed}"] = {
                 "accuracy": accuracy_f1(m, test)[0],
