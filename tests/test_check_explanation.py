@@ -3,6 +3,7 @@ reference and fail realistic wrong ones."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import attnlab
@@ -119,3 +120,53 @@ def test_stubs_are_pending(monkeypatch, capsys):
                   attnlab.check.comprehensiveness):  # fmt: skip
         assert not check(stub)
         assert "⏳" in capsys.readouterr().out
+
+
+# ------------------------------------------------ hints name the bug; forbidden calls
+
+
+def ig_with_library(f, e, steps):  # gradient x input from the library, not IG
+    from attnlab.explain import gradient_importance
+
+    return gradient_importance(f, e, torch.ones(e.shape[:2], dtype=torch.bool))
+
+
+def comp_with_library(f, ids, mask, scores, k):  # leave-one-out of the top token
+    from attnlab.explain import leave_one_out
+
+    loo = leave_one_out(f, ids, mask)
+    return loo.gather(1, scores.masked_fill(~mask, -1e9).argmax(1, keepdim=True))[:, 0]
+
+
+@pytest.mark.parametrize(
+    "check, bad, words",
+    [
+        ("integrated_gradients", ig_left_riemann, ["midpoint", "i / steps"]),
+        ("integrated_gradients", ig_abs, ["keep the sign"]),
+        ("integrated_gradients", ig_gradient_only, ["not the gradient at x alone"]),
+        ("integrated_gradients", ig_with_library, ["called attnlab.explain"]),
+        ("uniform_flip_rate", flip_all_positions, ["real tokens only"]),
+        ("uniform_flip_rate", flip_count, ["not a count"]),
+        ("uniform_flip_rate", flip_agree, ["not the fraction that stays"]),
+        ("comprehensiveness", comp_replace, ["do not replace"]),
+        ("comprehensiveness", comp_pads_count, ["padding never counts"]),
+        ("comprehensiveness", comp_bottom, ["highest-scoring"]),
+        ("comprehensiveness", comp_with_library, ["called attnlab.explain"]),
+    ],
+)  # fmt: skip
+def test_wrong_answers_get_a_hint_naming_the_bug(check, bad, words, monkeypatch):
+    from attnlab.check import CheckFailed
+
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed) as err:
+        getattr(attnlab.check, check)(bad)
+    assert any(w in str(err.value) for w in words), str(err.value)
+
+
+def test_forbidden_lists_are_published_for_every_check():
+    from attnlab.check import explanation
+
+    assert set(explanation.FORBIDDEN) == {
+        "integrated_gradients", "uniform_flip_rate", "comprehensiveness"
+    }  # fmt: skip
+    assert "attnlab.explain.leave_one_out" in explanation.FORBIDDEN["comprehensiveness"]

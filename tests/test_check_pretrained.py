@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import attnlab
@@ -127,3 +128,59 @@ def test_half_residual_is_the_library_rollout():
     att = [torch.randn(2, 3, 4, 4, generator=g).softmax(-1) for _ in range(3)]
     torch.testing.assert_close(good_rollout(att, 0.5).float(),
                                attnlab.explain.attention_rollout(att))  # fmt: skip
+
+
+# ------------------------------------------------ hints name the bug; forbidden calls
+def _fails_with(check, bad, words, monkeypatch):
+    from attnlab.check import CheckFailed
+
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed) as err:
+        check(bad)
+    assert any(w in str(err.value) for w in words), str(err.value)
+
+
+def curve_with_library(attentions, mask, keys):  # the library's rollout in a loop
+    from attnlab.explain import attention_rollout
+
+    return torch.stack([
+        (attention_rollout(attentions[:d], mask) * keys[:, None, :]).sum(-1)[mask].mean()
+        for d in range(1, len(attentions) + 1)
+    ])  # fmt: skip
+
+
+def rollout_with_library(attentions, alpha):  # ignores alpha: A&Z's fixed 1/2
+    from attnlab.explain import attention_rollout
+
+    return attention_rollout(attentions)
+
+
+@pytest.mark.parametrize(
+    "check, bad, words",
+    [
+        ("rollout_sink_curve", curve_counts_padding, ["real query rows"]),
+        ("rollout_sink_curve", curve_raw_attention, ["roll the layers out"]),
+        ("rollout_sink_curve", curve_last_only, ["one entry per depth"]),
+        ("rollout_sink_curve", curve_with_library, ["called attnlab.explain"]),
+        ("relation_scores", relation_per_sentence, ["every pair counts once"]),
+        ("relation_scores", relation_transposed, ["the row is the query"]),
+        ("relation_scores", relation_crashes_on_empty, ["without pairs"]),
+        ("rollout_with_residual", rollout_wrong_order, ["multiply on the left"]),
+        ("rollout_with_residual", rollout_no_renorm, ["renormalise"]),
+        ("rollout_with_residual", rollout_with_library, ["called attnlab.explain"]),
+    ],
+)  # fmt: skip
+def test_wrong_answers_get_a_hint_naming_the_bug(check, bad, words, monkeypatch):
+    _fails_with(getattr(attnlab.check, check), bad, words, monkeypatch)
+
+
+def test_forbidden_lists_are_published_for_every_check():
+    from attnlab.check import pretrained
+
+    assert set(pretrained.FORBIDDEN) == {
+        "rollout_sink_curve", "relation_scores", "rollout_with_residual"
+    }  # fmt: skip
+    assert (
+        "attnlab.explain.attention_rollout"
+        in pretrained.FORBIDDEN["rollout_with_residual"]
+    )

@@ -186,3 +186,80 @@ def test_padded_pair_batch_puts_no_weight_on_padding(model):
         assert (w * ~keys).abs().max() == 0 and (w * ~rows).abs().max() == 0
         sums = w.sum(-1)  # (B, H, T): 1 on real rows, 0 on padded ones
         torch.testing.assert_close(sums, rows[..., 0].expand_as(sums).float())
+
+
+# ----------------------------------------------------------- bad input (QA probe)
+def test_segment_ids_are_checked(model):
+    ids, mask = model.encode(["time flies"])
+    with pytest.raises(ValueError, match=r"segment ids in \[0, 2\)"):
+        model(ids, mask, token_type_ids=torch.full_like(ids, 2))
+    with pytest.raises(ValueError, match="token_type_ids must have the shape"):
+        model(ids, mask, token_type_ids=torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="torch.long"):
+        model(ids, mask, token_type_ids=torch.zeros_like(ids, dtype=torch.float32))
+    model(ids, mask, token_type_ids=torch.zeros_like(ids))  # the default: fine
+
+
+def test_all_pad_input_without_mask_is_refused(model):
+    with pytest.raises(ValueError, match="all \\[PAD\\]"):
+        model(torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_invisible_only_text_is_refused_and_accents_are_stripped(model):
+    with pytest.raises(ValueError, match="no character MiniLM can read"):
+        model.encode(["\u200b\u200b"])
+    assert model.tokens("café naïve") == ["[CLS]", "cafe", "naive", "[SEP]"]
+    assert "accents stripped" in MiniLM.tokens.__doc__
+
+
+# ------------------------------------------------------ attention vs attribution
+def test_pool_is_sentence_embedding(model):
+    texts = ["time flies like an arrow", "a dog"]
+    ids, mask = model.encode(texts)
+    with torch.no_grad():
+        pooled = MiniLM.pool(model(ids, mask)[0][-1], mask)
+    torch.testing.assert_close(pooled, model.sentence_embedding(texts))
+
+
+def test_token_attributions_against_hand_computations(model):
+    from attnlab.explain import attention_rollout, value_norm_attention
+    from attnlab.pretrained import ATTRIBUTION_METHODS, token_attributions
+
+    text = "rain fell on the roofs."
+    got = token_attributions(model, text)
+    toks = model.tokens(text)
+    assert got["tokens"] == toks[1:-1]
+    assert set(ATTRIBUTION_METHODS) | {"deletion", "[MASK]", "tokens"} == set(got)
+    emb = model.sentence_embedding([text])[0]
+    words = toks[1:-1]
+    for t, w in enumerate(words):  # deletion: the text without that one token
+        kept = toks[1 : t + 1] + toks[t + 2 : -1]
+        ids = torch.tensor(
+            [[101, *[model.tokenizer.token_to_id(k) for k in kept], 102]]
+        )
+        with torch.no_grad():
+            e = MiniLM.pool(model(ids)[0][-1], torch.ones_like(ids, dtype=torch.bool))
+        assert abs((1 - e[0] @ emb).item() - got["deletion"][t].item()) < 1e-5, w
+    ids, mask = model.encode([text])
+    with torch.no_grad():
+        hidden, att = model(ids, mask)
+    n = len(words)
+    raw = att[-1][0].mean(0)
+    torch.testing.assert_close(got["raw"], raw.mean(0)[1:-1].double())
+    torch.testing.assert_close(got["raw [CLS]"], raw[0, 1:-1].double())
+    roll = attention_rollout(att)[0]
+    torch.testing.assert_close(got["rollout [CLS]"], roll[0, 1:-1].double())
+    last = model.layers[-1].self_attn
+    vn = value_norm_attention(hidden[-2], att[-1], last.w_v, last.w_o)[1][0]
+    torch.testing.assert_close(got["value norm"], vn.mean(0)[1:-1].double())
+    # gradient x input: ||J_t x_t|| against a finite difference of the embedding
+    x = model.embed(ids, mask=mask)
+    eps = 1e-3
+    for t in (1, n):
+        x2 = x.clone()
+        x2[0, t] *= 1 - eps  # move token t a little towards 0
+        with torch.no_grad():
+            e0 = MiniLM.pool(model.run_layers(x, mask)[0][-1], mask)
+            e1 = MiniLM.pool(model.run_layers(x2, mask)[0][-1], mask)
+        fd = ((e0 - e1).norm() / eps).item()
+        assert abs(fd - got["gradient x input"][t - 1].item()) < 0.02 * fd

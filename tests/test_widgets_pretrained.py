@@ -24,9 +24,18 @@ def test_head_view_returns_the_models_map():
 
 
 @pytest.mark.parametrize("style", ["lines", "heatmap"])
-def test_head_view_draws(style):
+def test_head_view_draws(style, monkeypatch):
+    import attnlab.plotting
+
+    shown = []  # the figure and alt text handed to attnlab.plotting.show
+
+    def capture(fig=None, alt=""):
+        shown.append((plt.gcf() if fig is None else fig, alt))
+
+    monkeypatch.setattr(attnlab.plotting, "show", capture)
     w.head_view("fruit flies like a banana", layer=3, head=1, style=style, query=2)
-    fig = plt.gcf()
+    ((fig, alt),) = shown
+    assert "layer 3, head 1" in alt and "flies ->" in alt  # says what it shows
     assert fig.axes
     if style == "lines":  # one label per token on each side
         assert len(fig.axes[0].texts) == 2 * 7

@@ -5,6 +5,8 @@ Where information flows in a Transformer (Abnar & Zuidema, 2020):
 * :func:`attention_rollout`, :func:`attention_flow` — heads averaged, the residual
   added as ``A = 0.5 W + 0.5 I`` (rows renormalised), then the product of the layers
   (rollout) or a max-flow through the layered graph (flow).
+* :func:`value_norm_attention` — ``||alpha_ij f(x_j)||``: a weight times the length of
+  what it moves (Kobayashi et al., 2020).
 
 How much each input token matters, to compare attention against (Jain & Wallace, 2019):
 
@@ -19,7 +21,8 @@ is the part of a model after its attention, with the encoded tokens ``h`` held f
 * Jain & Wallace (2019): :func:`permutation_test`, :func:`adversarial_attention`
   (max :func:`jsd` to the original weights with the output changed by at most eps);
 * Wiegreffe & Pinter (2019): the uniform baseline
-  (``AttentionClassifier(attention="uniform")``), :func:`wp_adversary` (a model
+  (``AttentionClassifier(attention="uniform")``), :func:`wp_adversary` and
+  :func:`wp_adversary_loss` (a model
   *trained* to predict like the base model with different attention),
   :func:`diagnostic_mlp` (frozen weights in a model without context);
 * Serrano & Smith (2019): :func:`erasure_test` (erase the top items until the
@@ -43,6 +46,7 @@ __all__ = [
     "residual_attention",
     "attention_rollout",
     "attention_flow",
+    "value_norm_attention",
     "gradient_importance",
     "leave_one_out",
     "kendall_tau",
@@ -52,6 +56,7 @@ __all__ = [
     "permutation_test",
     "adversarial_attention",
     "wp_adversary",
+    "wp_adversary_loss",
     "diagnostic_mlp",
     "weight_gradient",
     "erasure_test",
@@ -143,7 +148,15 @@ def attention_flow(attentions: Sequence[torch.Tensor], mask: torch.Tensor = None
     """
     from scipy.sparse.csgraph import maximum_flow
 
+    if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)):
+        raise TypeError(f"scale must be an int, got {type(scale).__name__}")
     A = residual_attention(attentions)  # (L, B, T, T)
+    T_all = A.shape[-1]
+    if not 1 <= scale <= np.iinfo(np.int32).max // (T_all + 1):
+        raise ValueError(
+            f"scale must be in 1..{np.iinfo(np.int32).max // (T_all + 1)} (capacities "
+            f"are int32 and a node sums up to T + 1 = {T_all + 1} of them), got {scale}"
+        )
     if mask is not None and (mask.dtype != torch.bool or mask.shape != A.shape[1:-1]):
         raise ValueError(
             f"mask must be bool of shape {tuple(A.shape[1:-1])}, got {mask.dtype} "
@@ -170,6 +183,53 @@ def attention_flow(attentions: Sequence[torch.Tensor], mask: torch.Tensor = None
             f = [maximum_flow(G, src, k).flow_value for k in range(n)]
             out[b, r, real] = np.asarray(f) / max(sum(f), 1)
     return torch.from_numpy(out).float()
+
+
+# ------------------------------------------------------------ norm-weighted attention
+def _weight(w, name: str) -> torch.Tensor:
+    w = getattr(w, "weight", w)  # an nn.Linear or its weight
+    if not isinstance(w, torch.Tensor) or w.dim() != 2:
+        raise TypeError(f"{name} must be an nn.Linear or a 2-D weight, got {type(w)}")
+    return w
+
+
+def value_norm_attention(x: torch.Tensor, weights: torch.Tensor, w_v, w_o):
+    """Norm-weighted attention (Kobayashi et al., 2020): ``||alpha_ij f(x_j)||``.
+
+    A head adds ``sum_j alpha_ij f_h(x_j)`` to query i, with ``f_h(x_j) = x_j W_V^h
+    W_O^h``: the value projection of head h and the head's slice of the output
+    projection (rows ``h Dh .. (h+1) Dh`` of ``W_O``), biases left out. How much key j
+    *adds* to query i is the length of that vector, not the weight alone.
+
+    ``x`` (B, S, D): the layer's input (what the values are made of); ``weights`` (B,
+    H, T, S); ``w_v``, ``w_o``: the value and output projections, ``nn.Linear`` s (or
+    their (D, H*Dh) and (D, H*Dh) weights, PyTorch layout ``y = x @ W.T``). Returns
+    ``(per_head (B, H, T, S), layer (B, T, S))``: ``alpha^h_ij ||f_h(x_j)||`` per
+    head, and the layer-level map ``|| sum_h alpha^h_ij f_h(x_j) ||``, the norm of the
+    sum over heads (heads can cancel, so it is at most the sum of the head maps).
+    """
+    Wv, Wo = _weight(w_v, "w_v").to(x.dtype), _weight(w_o, "w_o").to(x.dtype)
+    if x.dim() != 3 or weights.dim() != 4:
+        raise ValueError(
+            f"need x (B, S, D) and weights (B, H, T, S), got {tuple(x.shape)} and "
+            f"{tuple(weights.shape)}"
+        )
+    B, H, T, S = weights.shape
+    D = x.shape[-1]
+    if x.shape[:2] != (B, S) or Wv.shape[1] != D or Wo.shape[1] != Wv.shape[0]:
+        raise ValueError(
+            f"shapes do not fit: x {tuple(x.shape)}, weights {tuple(weights.shape)}, "
+            f"w_v {tuple(Wv.shape)}, w_o {tuple(Wo.shape)}"
+        )
+    if Wv.shape[0] % H:
+        raise ValueError(f"{Wv.shape[0]} value columns do not split into {H} heads")
+    Dh = Wv.shape[0] // H
+    v = (x @ Wv.T).view(B, S, H, Dh)  # (B, S, D) @ (D, H*Dh) -> (B, S, H, Dh)
+    Wo_h = Wo.view(Wo.shape[0], H, Dh)  # (D_out, H, Dh): head h's columns of W_O
+    f = torch.einsum("bshd,ehd->bhse", v, Wo_h)  # (B, H, S, D_out): f_h(x_j)
+    per_head = weights * f.norm(dim=-1)[:, :, None, :]  # (B, H, T, S)
+    summed = torch.einsum("bhts,bhse->btse", weights.to(f.dtype), f)  # (B, T, S, D_out)
+    return per_head, summed.norm(dim=-1)
 
 
 # -------------------------------------------------------------- importance measures
@@ -259,6 +319,18 @@ def _rankings(a, b, mask):
     return a, b
 
 
+def _nan_rows(a, b, mask) -> torch.Tensor:
+    """(...) True where a used position of ``a`` or ``b`` is NaN (scipy then gives NaN)."""
+    bad = a.isnan() | b.isnan()  # (..., T)
+    if mask is not None:
+        bad = bad & mask
+    return bad.any(-1)
+
+
+def _no_nan(x: torch.Tensor) -> torch.Tensor:
+    return x.nan_to_num(0.0)  # NaN rows are set to NaN at the end; padding is ignored
+
+
 def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Kendall's tau-b between the last dimensions of ``a`` and ``b`` (Kendall, 1945).
 
@@ -267,9 +339,12 @@ def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     -1 when reversed, ties handled as :func:`scipy.stats.kendalltau` does. J&W (2019,
     Table 2) report it per example between attention and gradient or LOO importance.
     ``a``, ``b``: (..., T); ``mask`` (..., T) keeps only real tokens. Returns (...)
-    float64, NaN where a ranking is constant (as scipy).
+    float64, NaN where a ranking is constant or a used position is NaN (as scipy's
+    default ``nan_policy='propagate'``).
     """
     a, b = _rankings(a, b, mask)
+    nan = _nan_rows(a, b, mask)
+    a, b = _no_nan(a), _no_nan(b)
     sa = torch.sign(a[..., :, None] - a[..., None, :])  # (..., T, T)
     sb = torch.sign(b[..., :, None] - b[..., None, :])
     if mask is not None:
@@ -277,7 +352,8 @@ def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
         sa, sb = sa * pair, sb * pair
     num = (sa * sb).sum((-1, -2))  # every pair counted twice, as in the norms
     den = torch.sqrt((sa**2).sum((-1, -2)) * (sb**2).sum((-1, -2)))
-    return torch.where(den > 0, num / den.clamp_min(1e-300), torch.nan)
+    tau = torch.where(den > 0, num / den.clamp_min(1e-300), torch.nan)
+    return tau.masked_fill(nan, torch.nan)
 
 
 def _ranks(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -292,9 +368,12 @@ def spearman(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
 
     The Pearson correlation of the average ranks (ties share their mean rank, as
     :func:`scipy.stats.spearmanr`). ``a``, ``b`` (..., T), ``mask`` (..., T) True on
-    the positions to use. Returns (...) float64, NaN where a ranking is constant.
+    the positions to use. Returns (...) float64, NaN where a ranking is constant or a
+    used position is NaN (as scipy).
     """
     a, b = _rankings(a, b, mask)
+    nan = _nan_rows(a, b, mask)
+    a, b = _no_nan(a), _no_nan(b)
     mask = torch.ones_like(a, dtype=torch.bool) if mask is None else mask
     m = mask.to(a.dtype)
     n = m.sum(-1, keepdim=True).clamp_min(1)
@@ -302,9 +381,8 @@ def spearman(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     ra = (ra - (ra * m).sum(-1, keepdim=True) / n) * m  # centred, zero on padding
     rb = (rb - (rb * m).sum(-1, keepdim=True) / n) * m
     den = torch.sqrt((ra**2).sum(-1) * (rb**2).sum(-1))
-    return torch.where(
-        den > 1e-12, (ra * rb).sum(-1) / den.clamp_min(1e-300), torch.nan
-    )
+    rho = torch.where(den > 1e-12, (ra * rb).sum(-1) / den.clamp_min(1e-300), torch.nan)
+    return rho.masked_fill(nan, torch.nan)
 
 
 def rationale_recall(scores: torch.Tensor, rationale: torch.Tensor,
@@ -331,11 +409,18 @@ def jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
     ``JSD(p, q) = KL(p || m) / 2 + KL(q || m) / 2`` with ``m = (p + q) / 2``: between 0
     (equal) and ln 2 ≈ 0.693 (disjoint supports), the scale of J&W's (2019) figures.
+    ``p`` and ``q`` must be distributions: a negative or NaN entry raises ValueError.
     """
     if p.shape[-1] != q.shape[-1]:
         raise ValueError(
             f"p and q need one last dimension, got {tuple(p.shape)}, {tuple(q.shape)}"
         )
+    for name, x in (("p", p), ("q", q)):
+        if not bool((x >= 0).all()):  # also catches NaN
+            raise ValueError(
+                f"jsd compares distributions: {name} has a negative or NaN entry "
+                f"(min {float(x.min())})"
+            )
     m = 0.5 * (p + q)
 
     def kl(x, y):  # 0 log 0 = 0
@@ -456,9 +541,10 @@ def wp_adversary(base, data, lam: float = 0.1, epochs: int = 3, seed: int = 1,
                  **fit_kwargs):  # fmt: skip
     """W&P (2019, §4): *train* a model to predict like ``base`` with other attention.
 
-    Per example the loss is ``TVD(ŷ_adv, ŷ_base) - lam * KL(α_base || α_adv)``: the
-    total variation between the two models' output distributions (for one probability,
-    ``|ŷ_adv - ŷ_base|``) minus the divergence of their attention. Unlike J&W's
+    Per example the loss is :func:`wp_adversary_loss`, ``TVD(ŷ_adv, ŷ_base) - lam *
+    KL(α_adv || α_base)``: the total variation between the two models' output
+    distributions (for one probability, ``|ŷ_adv - ŷ_base|``) minus the divergence of
+    the adversary's attention from the base model's, in the direction of W&P's code. Unlike J&W's
     per-example search, the adversary is one model, consistent across the data.
     ``base``: an :class:`~attnlab.classifiers.AttentionClassifier`; ``data``: the
     training :class:`~attnlab.data.RationaleData`. Returns the trained adversary (same
@@ -478,14 +564,33 @@ def wp_adversary(base, data, lam: float = 0.1, epochs: int = 3, seed: int = 1,
     def loss_fn(model, batch, idx):
         yb, ab = y_base[idx], a_base[idx, : batch.ids.shape[1]]  # (B,), (B, T)
         logit, a = model(batch.ids, batch.mask)
-        tvd = (torch.sigmoid(logit) - yb).abs()
-        kl = torch.where(
-            ab > 0, ab * (ab.clamp_min(1e-30).log() - a.clamp_min(1e-30).log()), 0.0
-        )
-        return (tvd - lam * kl.sum(-1)).mean()
+        return wp_adversary_loss(torch.sigmoid(logit), yb, a, ab, lam).mean()
 
     fit_classifier(adv, data, epochs=epochs, seed=seed, loss_fn=loss_fn, **fit_kwargs)
     return adv.eval()
+
+
+def wp_adversary_loss(y_adv: torch.Tensor, y_base: torch.Tensor, a_adv: torch.Tensor,
+                      a_base: torch.Tensor, lam: float) -> torch.Tensor:  # fmt: skip
+    """W&P's (2019) adversary objective per example, (B,): lower is better.
+
+    ``|y_adv - y_base| - lam * KL(a_adv || a_base)``, with ``KL(a_adv || a_base) =
+    sum_t a_adv,t (log a_adv,t - log a_base,t)`` (0 log 0 = 0). The direction is the
+    one of W&P's code, ``nn.KLDivLoss()(a_base.log(), a_adv)``: it rewards the
+    adversary for piling weight on tokens the base model ignores (the reverse
+    direction would reward zeroing the base model's favourite tokens instead).
+    ``y_*`` (B,) probabilities of label 1; ``a_*`` (B, T) attention, zero on padding.
+    """
+    if y_adv.shape != y_base.shape or a_adv.shape != a_base.shape:
+        raise ValueError(
+            f"need y_adv, y_base (B,) and a_adv, a_base (B, T) of matching shapes, got "
+            f"{tuple(y_adv.shape)}, {tuple(y_base.shape)}, {tuple(a_adv.shape)}, "
+            f"{tuple(a_base.shape)}"
+        )
+    tvd = (y_adv - y_base).abs()  # (B,)
+    log_ratio = a_adv.clamp_min(1e-30).log() - a_base.clamp_min(1e-30).log()
+    kl = torch.where(a_adv > 0, a_adv * log_ratio, 0.0).sum(-1)  # (B,)
+    return tvd - lam * kl
 
 
 def diagnostic_mlp(train, test, w_train: torch.Tensor, w_test: torch.Tensor,

@@ -191,8 +191,8 @@ class MiniLM(nn.Module):
     def tokens(self, text: str | tuple[str, str]) -> list[str]:
         """WordPiece tokens of one text (or pair), with ``[CLS]``/``[SEP]``.
 
-        Lower-cased, accents kept; a character the vocabulary cannot spell becomes
-        ``[UNK]``.
+        Lower-cased with accents stripped (BERT's uncased normaliser: "café" becomes
+        ``cafe``); a character the vocabulary cannot spell becomes ``[UNK]``.
         """
         ids, mask = self.encode([text])
         vocab = self._tok()
@@ -230,6 +230,11 @@ class MiniLM(nn.Module):
         finally:
             tok.no_truncation()
         for i, enc in enumerate(encs):
+            if not any(m == 0 for m in enc.special_tokens_mask):
+                raise ValueError(
+                    f"text {i} ({texts[i]!r}) has no character MiniLM can read (only "
+                    "spaces or invisible characters): nothing to encode"
+                )
             if len(enc.ids) > L:
                 raise ValueError(
                     f"text {i} has {len(enc.ids)} tokens, more than the {L} positions "
@@ -263,12 +268,26 @@ class MiniLM(nn.Module):
         return self.embed_norm(x)
 
     def forward(self, ids: torch.Tensor, mask=None, token_type_ids=None):
-        self._check(ids, mask)
+        self._check(ids, mask, token_type_ids)
         B, T = ids.shape
         if mask is None:
             mask = ids != self.cfg.pad_id  # (B, T)
+            if not mask.any(1).all():
+                raise ValueError(
+                    "an input is all [PAD] (id 0): every input needs at least one real "
+                    "token (pass mask= if [PAD] ids are meant as tokens)"
+                )
         x = self.embed(ids, token_type_ids, mask)  # (B, T, D)
         return self.run_layers(x, mask)
+
+    @staticmethod
+    def pool(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """all-MiniLM-L6-v2's sentence embedding from the last layer ``(B, T, D)``: the
+        mean over the real tokens (``[CLS]`` and ``[SEP]`` included), L2-normalised,
+        (B, D). Differentiable, so an attribution can start from it."""
+        m = mask[..., None].to(last.dtype)  # (B, T, 1)
+        pooled = (last * m).sum(1) / m.sum(1)  # (B, D)
+        return torch.nn.functional.normalize(pooled, dim=-1)
 
     def run_layers(self, x: torch.Tensor, mask: torch.Tensor):
         """The encoder stack on embeddings ``x (B, T, D)``: ``(hidden, attentions)``.
@@ -287,7 +306,7 @@ class MiniLM(nn.Module):
         # (B, H, T, T) per layer; padded queries get an all-zero row
         return hidden, [w * rows for w in got["self"]]
 
-    def _check(self, ids, mask) -> None:
+    def _check(self, ids, mask, token_type_ids=None) -> None:
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
             raise ValueError(
                 f"ids must be a (B, T) tensor, got {getattr(ids, 'shape', type(ids))}"
@@ -312,6 +331,21 @@ class MiniLM(nn.Module):
                 )
             if not mask.any(1).all():
                 raise ValueError("every input needs at least one real token in mask")
+        if token_type_ids is not None:
+            tt = token_type_ids
+            if not isinstance(tt, torch.Tensor) or tt.shape != ids.shape:
+                raise ValueError(
+                    f"token_type_ids must have the shape of ids {tuple(ids.shape)}, got "
+                    f"{tuple(getattr(tt, 'shape', ())) or type(tt).__name__}"
+                )
+            if tt.dtype != torch.long:
+                raise TypeError(f"token_type_ids must be torch.long, got {tt.dtype}")
+            n = self.cfg.type_vocab_size
+            if tt.numel() and (tt.min() < 0 or tt.max() >= n):
+                raise ValueError(
+                    f"token_type_ids must be segment ids in [0, {n}) (0 = A, 1 = B), got "
+                    f"values in [{int(tt.min())}, {int(tt.max())}]"
+                )
 
     # ------------------------------------------------------------------- helpers
     @torch.no_grad()
@@ -327,6 +361,101 @@ class MiniLM(nn.Module):
         tokens, L2-normalised, (B, D)."""
         ids, mask = self.encode(texts)
         hidden, _ = self(ids, mask)
-        m = mask[..., None].to(hidden[-1].dtype)  # (B, T, 1)
-        pooled = (hidden[-1] * m).sum(1) / m.sum(1)  # (B, D)
-        return torch.nn.functional.normalize(pooled, dim=-1)
+        return self.pool(hidden[-1], mask)  # (B, D)
+
+
+# ------------------------------------------------------------- attention vs attribution
+ATTRIBUTION_METHODS = (
+    "raw", "raw [CLS]", "rollout", "rollout [CLS]", "flow", "flow [CLS]",
+    "value norm", "gradient x input",
+)  # fmt: skip
+
+
+def _jvp_tokens(model: MiniLM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``||J_t x_t||`` for every position t of one input ``x (1, T, D)``: how far the
+    sentence embedding moves, to first order, if token t's input vector went to 0.
+
+    A batch of T copies, copy t to be moved along ``x_t`` on position t only; the T
+    Jacobian-vector products come from two reverse passes (the gradient of
+    ``<e(X), u>`` is linear in ``u``, so differentiating ``<grad, V>`` with respect to
+    ``u`` gives ``J V``).
+    """
+    T = x.shape[1]
+    X = x.detach().expand(T, -1, -1).clone().requires_grad_(True)  # (T, T, D)
+    M = mask.expand(T, -1).clone()  # (T, T)
+    with torch.enable_grad():
+        emb = model.pool(model.run_layers(X, M)[0][-1], M)  # (T, D)
+        u = torch.zeros_like(emb, requires_grad=True)  # (T, D)
+        (g,) = torch.autograd.grad((emb * u).sum(), X, create_graph=True)  # (T, T, D)
+        V = torch.zeros_like(X)
+        idx = torch.arange(T)
+        V[idx, idx] = x.detach()[0]  # copy t moves only token t, along x_t
+        (jv,) = torch.autograd.grad((g * V).sum(), u)  # (T, D): J_t x_t
+    return jv.norm(dim=-1)  # (T,)
+
+
+@torch.no_grad()
+def _deletion(model: MiniLM, ids, mask, replace_with: int | None) -> torch.Tensor:
+    """``1 - cos(e(x), e(x'))`` for every word token, x' = x without it (or with it
+    replaced by ``replace_with``), (n,) over positions 1..T-2."""
+    T = ids.shape[1]
+    base = model.pool(model(ids, mask)[0][-1], mask)  # (1, D)
+    variants = []
+    for t in range(1, T - 1):
+        if replace_with is None:
+            variants.append(torch.cat([ids[0, :t], ids[0, t + 1 :]]))  # (T-1,)
+        else:
+            v = ids[0].clone()
+            v[t] = replace_with
+            variants.append(v)
+    X = torch.stack(variants)  # (n, T - 1) or (n, T)
+    M = torch.ones_like(X, dtype=torch.bool)
+    emb = model.pool(model(X, M)[0][-1], M)  # (n, D)
+    return 1 - emb @ base[0]  # (n,)
+
+
+def token_attributions(model: MiniLM, text: str) -> dict:
+    """Eight readings of one sentence's word tokens, and two ways of deleting them.
+
+    For the word tokens (every position but ``[CLS]`` and ``[SEP]``), (n,) each:
+
+    * ``"raw"``: last layer, heads averaged, the mean of all rows (the sentence
+      embedding is the mean over every position, so every row is an output row);
+      ``"raw [CLS]"``: the ``[CLS]`` row alone (A&Z read it: their classifier does);
+    * ``"rollout"``, ``"rollout [CLS]"``, ``"flow"``, ``"flow [CLS]"``: the same two
+      rows of :func:`attnlab.explain.attention_rollout` / ``attention_flow``;
+    * ``"value norm"``: the last layer's :func:`attnlab.explain.value_norm_attention`
+      layer map (norm of the sum over heads), mean of all rows;
+    * ``"gradient x input"``: ``||J_t x_t||``, the first-order change of the (unit)
+      sentence embedding when token t's input vector is set to zero;
+    * ``"deletion"``: ``1 - cos(e(x), e(x without t))`` of the real embedding
+      ``e`` (mean-pooled and normalised, :meth:`MiniLM.pool`); ``"[MASK]"``: the same
+      with the token replaced by ``[MASK]``, an input closer to what BERT-style models
+      saw in pre-training.
+
+    Returns a dict of (n,) float64 tensors and ``"tokens"`` (the n word tokens).
+    """
+    from .explain import attention_flow, attention_rollout, value_norm_attention
+
+    ids, mask = model.encode([text])  # (1, T)
+    with torch.no_grad():
+        hidden, att = model(ids, mask)  # 7 x (1, T, D), 6 x (1, H, T, T)
+        roll = attention_rollout(att)[0]  # (T, T)
+        flow = attention_flow(att, mask)[0]  # (T, T)
+        last = model.layers[-1].self_attn
+        _, vnorm = value_norm_attention(hidden[-2], att[-1], last.w_v, last.w_o)
+    raw = att[-1][0].mean(0)  # (T, T): heads averaged
+    x = model.embed(ids, mask=mask)  # (1, T, D): the input of the first layer
+    words = slice(1, ids.shape[1] - 1)
+    out = {
+        "raw": raw.mean(0), "raw [CLS]": raw[0],
+        "rollout": roll.mean(0), "rollout [CLS]": roll[0],
+        "flow": flow.mean(0), "flow [CLS]": flow[0],
+        "value norm": vnorm[0].mean(0), "gradient x input": _jvp_tokens(model, x, mask),
+    }  # fmt: skip
+    out = {k: v[words].detach().double() for k, v in out.items()}
+    tok = model.tokenizer.token_to_id("[MASK]")
+    out["deletion"] = _deletion(model, ids, mask, None).double()
+    out["[MASK]"] = _deletion(model, ids, mask, tok).double()
+    out["tokens"] = model.tokens(text)[words]
+    return out

@@ -15,7 +15,28 @@ import torch
 
 from ._core import Case, close, run_check
 
-__all__ = ["integrated_gradients", "uniform_flip_rate", "comprehensiveness"]
+__all__ = [
+    "integrated_gradients",
+    "uniform_flip_rate",
+    "comprehensiveness",
+    "FORBIDDEN",
+]
+
+# check name -> the library calls an answer may not make (the grader reads this too)
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    # gradient x input is the one-point version of what the exercise asks to build
+    "integrated_gradients": ("attnlab.explain.gradient_importance",),
+    # the answer is a few torch operations; the debate's tests would only hide them
+    "uniform_flip_rate": (
+        "attnlab.explain.permutation_test",
+        "attnlab.explain.erasure_test",
+    ),
+    # deletion of tokens is what the exercise asks to write
+    "comprehensiveness": (
+        "attnlab.explain.leave_one_out",
+        "attnlab.explain.erasure_test",
+    ),
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -58,8 +79,9 @@ def integrated_gradients(fn):
     quad = _quadratic(u, c)
     cases.append(Case("quadratic model (exact answer c_t <u, x_t>^2)", (quad, e, 8),
                       c * (e @ u) ** 2,
-                      "signed, not normalised: (x - 0) * mean of the gradients along "
-                      "the path, summed over the embedding dimension"))  # fmt: skip
+                      "keep the sign (no abs), do not normalise, and average the "
+                      "gradient along the path at alpha = (i + 0.5) / steps (the midpoint "
+                      "rule, not alpha = i / steps, and not the gradient at x alone)"))  # fmt: skip
     W = torch.randn(3, 4, generator=g, dtype=torch.float64)
     e2 = 2 * torch.randn(3, 6, 3, generator=g, dtype=torch.float64)
     for steps in (1, 16):
@@ -74,7 +96,8 @@ def integrated_gradients(fn):
     def compare(got, expected):
         return close(got, expected, atol=1e-6, rtol=1e-5)
 
-    return run_check("integrated_gradients", fn, cases, compare=compare)
+    return run_check("integrated_gradients", fn, cases, compare=compare,
+                     forbid=FORBIDDEN["integrated_gradients"])  # fmt: skip
 
 
 # ------------------------------------------------------------------ uniform flip rate
@@ -107,14 +130,17 @@ def uniform_flip_rate(fn):
     cases = [
         Case("votes, 4 examples", (_linear, h, w, mask),
              _uniform_flip_reference(_linear, h, w, mask),
-             "replace the weights by 1/n over the real tokens, keep h, compare signs"),
+             "return the fraction of examples whose decision changes (a float in "
+             "[0, 1], not a count, not the fraction that stays) when the weights become "
+             "1/n over the real tokens"),
         Case("a decoder that ignores the weights", (_blind, h, w, mask), 0.0,
              "nothing changes when the decoder does not read the weights"),
         Case("padding gets no uniform weight", (_linear, h_pad, w_pad, padded),
              _uniform_flip_reference(_linear, h_pad, w_pad, padded),
              "uniform over the real tokens only (mask True), not over all T"),
     ]  # fmt: skip
-    return run_check("uniform_flip_rate", fn, cases)
+    return run_check("uniform_flip_rate", fn, cases,
+                     forbid=FORBIDDEN["uniform_flip_rate"])  # fmt: skip
 
 
 # ------------------------------------------------------------------ comprehensiveness
@@ -149,4 +175,5 @@ def comprehensiveness(fn):
              torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64),
              "delete (the rest moves left), do not replace the token"),
     ]  # fmt: skip
-    return run_check("comprehensiveness", fn, cases)
+    return run_check("comprehensiveness", fn, cases,
+                     forbid=FORBIDDEN["comprehensiveness"])  # fmt: skip

@@ -15,7 +15,26 @@ import torch
 
 from ._core import Case, close, run_check
 
-__all__ = ["rollout_sink_curve", "relation_scores", "rollout_with_residual"]
+__all__ = [
+    "rollout_sink_curve",
+    "relation_scores",
+    "rollout_with_residual",
+    "FORBIDDEN",
+]
+
+_ROLLOUT = (
+    "attnlab.explain.attention_rollout",
+    "attnlab.explain.residual_attention",
+    "attnlab.explain.attention_flow",
+)
+# check name -> the library calls an answer may not make (the grader reads this too)
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "rollout_sink_curve": _ROLLOUT,  # build the product of the layers yourself
+    "relation_scores": (
+        "attnlab.explain.attention_rollout",
+    ),  # one layer, not a rollout
+    "rollout_with_residual": _ROLLOUT,
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -63,6 +82,19 @@ def rollout_sink_curve(fn):
         return torch.stack(curve)
 
     cases = []
+    hard = []
+    for _ in range(4):  # every head puts all its weight on position 0
+        w = torch.zeros(1, 2, 5, 5, dtype=torch.float64)
+        w[..., 0] = 1.0
+        hard.append(w)
+    mask1 = torch.ones(1, 5, dtype=torch.bool)
+    keys1 = torch.zeros(1, 5, dtype=torch.bool)
+    keys1[0, 0] = True
+    cases.append(Case("a perfect sink, 4 layers", (hard, mask1, keys1),
+                      ref(hard, mask1, keys1),
+                      "roll the layers out (each is 0.5 W + 0.5 I, multiplied onto the "
+                      "ones below): the share grows by half the rest, layer after layer, "
+                      "and the curve has one entry per depth, not one layer alone"))  # fmt: skip
     att, mask = _attentions(3, 2, 4, 6, seed=1000, lengths=[6, 4])
     keys = torch.zeros(2, 6, dtype=torch.bool)
     keys[:, 0] = True  # position 0, like [CLS]
@@ -74,22 +106,11 @@ def rollout_sink_curve(fn):
     keys2[0, 5] = keys2[1, 3] = True  # and each example's last real token ([SEP])
     cases.append(Case("two keys per example, at different places", (att, mask, keys2),
                       ref(att, mask, keys2), "sum the weight over every flagged key"))  # fmt: skip
-    hard = []
-    for _ in range(4):  # every head puts all its weight on position 0
-        w = torch.zeros(1, 2, 5, 5, dtype=torch.float64)
-        w[..., 0] = 1.0
-        hard.append(w)
-    mask1 = torch.ones(1, 5, dtype=torch.bool)
-    keys1 = torch.zeros(1, 5, dtype=torch.bool)
-    keys1[0, 0] = True
-    cases.append(Case("a perfect sink, 4 layers", (hard, mask1, keys1),
-                      ref(hard, mask1, keys1),
-                      "each layer is 0.5 W + 0.5 I: the share grows by half the rest, "
-                      "layer after layer; the curve has one entry per depth"))  # fmt: skip
     one, m1 = _attentions(1, 1, 3, 1, seed=1001)
     k1 = torch.ones(1, 1, dtype=torch.bool)
     cases.append(Case("length 1", (one, m1, k1), ref(one, m1, k1), "one token: 1"))
-    return run_check("rollout_sink_curve", fn, cases, compare=_compare)
+    return run_check("rollout_sink_curve", fn, cases, compare=_compare,
+                     forbid=FORBIDDEN["rollout_sink_curve"])  # fmt: skip
 
 
 def relation_scores(fn):
@@ -127,7 +148,8 @@ def relation_scores(fn):
     cases.append(Case("a sentence with no pair", ([b[:1, :2], d, d], p3),
                       ref([b[:1, :2], d, d], p3),
                       "skip sentences without pairs (no 0/0)"))  # fmt: skip
-    return run_check("relation_scores", fn, cases, compare=_compare)
+    return run_check("relation_scores", fn, cases, compare=_compare,
+                     forbid=FORBIDDEN["relation_scores"])  # fmt: skip
 
 
 def rollout_with_residual(fn):
@@ -135,7 +157,8 @@ def rollout_with_residual(fn):
     cases = []
     att, _ = _attentions(3, 2, 4, 5, seed=1200)
     for alpha, hint in [
-        (0.5, "alpha = 0.5 is attnlab.explain.attention_rollout"),
+        (0.5, "later layers multiply on the left: A_3 @ A_2 @ A_1 (alpha = 0.5 is "
+              "A&Z's rollout)"),
         (0.9, "A_l = rownorm(alpha * mean over heads + (1 - alpha) I); later layers "
               "multiply on the left: A_3 @ A_2 @ A_1"),
         (1.0, "alpha = 1: the plain product of the head-averaged maps"),
@@ -151,4 +174,5 @@ def rollout_with_residual(fn):
     one = [a[0] for a in _attentions(1, 1, 3, 4, seed=1202, sharp=30.0)[0]]
     cases.append(Case("one layer, no batch axis, sharp heads", (one, 0.7),
                       _rollout(one, 0.7), "heads are axis -3"))  # fmt: skip
-    return run_check("rollout_with_residual", fn, cases, compare=_compare)
+    return run_check("rollout_with_residual", fn, cases, compare=_compare,
+                     forbid=FORBIDDEN["rollout_with_residual"])  # fmt: skip

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..explain import adversarial_attention, rationale_recall
+from ..plotting import show as show_fig
 
 __all__ = [
     "importance_panel",
@@ -37,7 +38,7 @@ def _strip(ax, tokens, rows: dict, rationale=None, cmap="Blues"):
     M = M / np.maximum(M.max(1, keepdims=True), 1e-12)  # each row scaled to its max
     ax.imshow(M, cmap=cmap, aspect="auto", vmin=0, vmax=1, interpolation="nearest")
     ax.set_yticks(range(len(names)), names)
-    ax.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right", fontsize=8)
+    ax.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right", fontsize=10)
     if rationale is not None:
         for j in np.flatnonzero(np.asarray(rationale)):
             ax.add_patch(plt.Rectangle((j - 0.5, -0.5), 1, len(names), fill=False,
@@ -73,11 +74,12 @@ def importance_panel(tokens: Sequence[str], scores: dict, rationale=None,
             for n, s in scores.items()
         }
     if show:
-        fig, ax = plt.subplots(figsize=(max(6, 0.32 * T), 0.5 * len(scores) + 1.4))
+        fig, ax = plt.subplots(figsize=(6.5, 0.5 * len(scores) + 1.6))
         _strip(ax, list(tokens), scores, rationale)
         ax.set_title(title, fontsize=10)
         fig.tight_layout()
-        plt.show()
+        tops = ", ".join(f"{n} ranks '{t}' first" for n, t in out["top"].items())
+        show_fig(fig, alt=f"Importance of each token of {title}: {tops}.")
     return out
 
 
@@ -123,20 +125,22 @@ def adversary_view(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
         p = float(torch.sigmoid(decode(h[None], weights[None]))[0])
     out = {"jsd": float(div[0]), "dy": float(dy[0]), "p": p, "adversarial": adv[0]}
     if show:
-        fig, ax = plt.subplots(figsize=(max(6, 0.32 * T), 3))
+        fig, ax = plt.subplots(figsize=(6.5, 3.2))
         x = np.arange(T)
         ax.bar(x - 0.2, weights.detach().numpy(), 0.4, label="model's attention")
         ax.bar(x + 0.2, adv[0].numpy(), 0.4, label="adversarial attention")
-        ax.set_xticks(x, list(tokens), rotation=60, ha="right", fontsize=8)
+        ax.set_xticks(x, list(tokens), rotation=60, ha="right", fontsize=10)
         ax.set_ylabel("weight")
         ax.set_title(
-            f"eps = {eps:g}: JSD = {out['jsd']:.3f} (max ln 2 = 0.693), "
+            f"eps = {eps:g}: JSD = {out['jsd']:.3f} (max 0.693),\n"
             f"|Δp| = {out['dy']:.4f}, p = {p:.3f}",
             fontsize=10,
         )
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=10)
         fig.tight_layout()
-        plt.show()
+        show_fig(fig, alt=f"The model's attention and an adversary's over {T} tokens: "
+                 f"JSD {out['jsd']:.3f} apart, output moved by {out['dy']:.4f} "
+                 f"(eps {eps:g}).")  # fmt: skip
     return out
 
 

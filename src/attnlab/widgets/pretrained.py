@@ -53,8 +53,8 @@ def draw_lines(weights, tokens, ax=None, query=None, color="C0", title=None):
                     alpha=(0.06 if dim else 0.9) * a, solid_capstyle="round")  # fmt: skip
     for i, t in enumerate(tokens):
         bold = "bold" if query == i else "normal"
-        ax.text(-0.04, -i, t, ha="right", va="center", fontsize=9, fontweight=bold)
-        ax.text(1.04, -i, t, ha="left", va="center", fontsize=9)
+        ax.text(-0.04, -i, t, ha="right", va="center", fontsize=10, fontweight=bold)
+        ax.text(1.04, -i, t, ha="left", va="center", fontsize=10)
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(-T + 0.4, 0.6)
     ax.axis("off")
@@ -94,11 +94,14 @@ def head_view(
         if style == "lines":
             draw_lines(w, tokens, query=query, title=title)
         else:
-            _, ax = plt.subplots(
-                figsize=(0.42 * len(tokens) + 2, 0.38 * len(tokens) + 1)
-            )
+            side = min(6.5, 0.42 * len(tokens) + 2)
+            _, ax = plt.subplots(figsize=(side, min(6.5, 0.38 * len(tokens) + 1)))
             heatmap(w, tokens, tokens, ax=ax, vmax=1.0, title=title, annotate=False)
-        plt.show()
+        top = [tokens[int(j)] for j in w.argmax(-1)]
+        from ..plotting import show as show_fig
+
+        show_fig(alt=f"MiniLM {title} on '{sentence}' as {style}: the favourite key of "
+                 "each token is " + ", ".join(f"{a} -> {b}" for a, b in zip(tokens, top)))  # fmt: skip
     return {"tokens": tokens, "weights": w, "attended": w.argmax(-1)}
 
 
