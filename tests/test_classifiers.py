@@ -108,7 +108,9 @@ def test_transformer_returns_the_weights_its_layers_used():
         [m.embedding(torch.ones(B, 1, dtype=torch.long)), m.embedding(d.ids)], 1
     )
     x = layer.norm1(x + m.positions[: T + 1])
-    ref = layer.self_attn(x, x, x, key_padding_mask=keys, need_weights=True)[1]
+    ref = layer.self_attn(
+        x, x, x, key_padding_mask=keys, need_weights=True, average_attn_weights=False
+    )[1]
     torch.testing.assert_close(att[0], ref)
     assert attention_rollout(att).shape == (B, T + 1, T + 1)
 
