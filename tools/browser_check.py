@@ -642,7 +642,10 @@ async def check_twins(
     """
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
     import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
+    import attnlab.widgets.twins_fast_attention  # noqa: F401  (chapter 8's tiles)
     import attnlab.widgets.twins_pretrained  # noqa: F401  (chapter 10's head view)
+    import attnlab.widgets.twins_structured  # noqa: F401  (chapter 4's alignment lab)
+    import attnlab.widgets.twins_subquadratic  # noqa: F401  (chapter 9's patterns)
     from attnlab.widgets.twin import CHECKS
 
     errors, lines = [], []
