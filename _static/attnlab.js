@@ -77,13 +77,26 @@
 
   function fixImages(root) {
     var imgs = root.querySelectorAll('.jupyter-widgets img, .widget-output img');
-    for (var i = 0; i < imgs.length; i++) {
+    var i;
+    for (i = 0; i < imgs.length; i++) {
       var img = imgs[i];
       if (img.hasAttribute('alt') && img.getAttribute('alt')) continue;
       var src = img.getAttribute('src') || '', k = src.indexOf('base64,');
       var alt = k >= 0 ? widgetAlts()[src.slice(k + 7).replace(/\s+/g, '')] : null;
       img.setAttribute('alt', alt || FALLBACK_ALT);
     }
+    // Never shrunk below 0.68 of their natural width, like the page's own figures
+    // (tools/site_polish.py): 10-pt text stays >= 9 CSS px; the output box scrolls.
+    for (i = 0; i < imgs.length; i++) sizeFigure(imgs[i]);
+  }
+  function sizeFigure(img) {
+    if (img.dataset.attnlabFig) return;
+    if (!img.complete || !img.naturalWidth) {
+      img.addEventListener('load', function () { sizeFigure(img); }, { once: true });
+      return;
+    }
+    img.dataset.attnlabFig = '1';
+    img.style.minWidth = Math.round(0.68 * img.naturalWidth) + 'px';
   }
   function freezeWidgets(root) {
     var boxes = root.querySelectorAll('.cell_output .jupyter-widgets.widget-interact');

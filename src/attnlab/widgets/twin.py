@@ -185,9 +185,13 @@ html[data-theme=dark] body .bd-content div.cell_output div.text_html:has(div.att
  color:var(--tw-a5)}
 """
 
-HEAD = "<b>Runs in your browser</b>: no Python needed, so it works on the website too."
-# For a twin shown right after the ipywidget it mirrors.
-HEAD_AFTER_WIDGET = HEAD[:-1] + " (the widget above needs a running Python kernel)."
+HEAD = "<b>Runs in your browser</b> (works on the website too)."
+# For a twin shown right after the ipywidget it mirrors: worded for both readers, the
+# one with a kernel (the widget above is live) and the one on the website (it is not).
+HEAD_AFTER_WIDGET = (
+    "<b>Runs in your browser</b>: on the website, where the widget above is a "
+    "snapshot, this panel recomputes."
+)
 
 
 def js_source(kind: str) -> str:

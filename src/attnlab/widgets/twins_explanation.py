@@ -52,7 +52,7 @@ def importance_twin(
             "scores": {m: [round(float(v), 6) for v in s[i, :n].tolist()] for m, s in scores.items()},
         })  # fmt: skip
     measures = list(scores)
-    readouts = [Readout("label", "example")]
+    readouts = [Readout("label", "showing")]
     for m in measures:
         readouts += [
             Readout(f"top_{m}", f"{m}: top token"),
