@@ -364,7 +364,9 @@ def load_problems(rel: str, events: list[dict], base: str) -> tuple[list[str], d
             console.append(f"uncaught: {text.splitlines()[0][:200] if text else '?'}")
         elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
             entry = p["entry"]
-            if entry.get("source") == "network":  # counted as a failed request
+            # Network errors are counted as failed requests; console calls and
+            # exceptions were already seen through the Runtime domain.
+            if entry.get("source") in ("network", "console-api", "javascript"):
                 continue
             console.append(f"log: {entry.get('text', '')[:200]}")
     problems = [f"{rel}: {c}" for c in dict.fromkeys(console)]
@@ -415,7 +417,9 @@ async def a11y_problems(browser: Browser, rel: str, axe_js: str) -> tuple[list, 
         if img["hidden"]:
             continue
         alt = img["alt"]
-        if alt is None or (img["content"] and looks_like_a_file_name(alt)):
+        # alt="" marks a decorative image: never for a figure in a cell's output.
+        hashy = bool(alt) and looks_like_a_file_name(alt)
+        if alt is None or hashy or (img["content"] and not alt.strip()):
             bad_alt += 1
             out.append(f"{rel}: image {img['src']!r} has no real alt text ({alt!r})")
     counts["bad_alt"] = bad_alt
