@@ -112,7 +112,11 @@ def polish_html(text: str, page: Path) -> str:
 def polish_site(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
-    out = Path(app.outdir)
+    polish_dir(Path(app.outdir))
+
+
+def polish_dir(out: Path) -> None:
+    """Apply :func:`polish_html` to every page of a built site, in place."""
     for page in out.rglob("*.html"):
         if "_static" in page.parts or "vendor" in page.parts:
             continue
@@ -125,3 +129,11 @@ def polish_site(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("build-finished", polish_site)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if (
+    __name__ == "__main__"
+):  # re-apply to a built site: python tools/site_polish.py _build/html
+    import sys
+
+    polish_dir(Path(sys.argv[1]))
