@@ -141,6 +141,33 @@
       else el.setAttribute('aria-label', el.getAttribute('data-toggle-hint') || 'Show or hide content');
     }
   }
+  function nameMismatches(root) {
+    // Buttons whose aria-label does not contain their visible text ("Search" on a
+    // button that shows "Search Ctrl+K"): the visible text becomes the name.
+    var els = root.querySelectorAll('button[aria-label], a[aria-label], summary[aria-label]');
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i], text = (el.innerText || '').replace(/\s+/g, ' ').trim();
+      var label = el.getAttribute('aria-label').toLowerCase();
+      if (text && label.indexOf(text.toLowerCase()) < 0) el.removeAttribute('aria-label');
+    }
+  }
+  function focusableScrollers(root) {
+    // A box that scrolls sideways (a wide figure on a phone) must be reachable by
+    // keyboard to be scrolled without a pointer.
+    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .twin-plot');
+    for (var i = 0; i < boxes.length; i++) {
+      var b = boxes[i];
+      if (b.scrollWidth > b.clientWidth + 1) {
+        if (!b.hasAttribute('tabindex')) {
+          b.setAttribute('tabindex', '0');
+          b.setAttribute('role', 'region');
+          b.setAttribute('aria-label', 'Output (scrolls sideways)');
+        }
+      } else if (b.getAttribute('aria-label') === 'Output (scrolls sideways)') {
+        b.removeAttribute('tabindex'); b.removeAttribute('role'); b.removeAttribute('aria-label');
+      }
+    }
+  }
   function fixAll() {
     var root = document.body;
     if (!root) return;
@@ -148,6 +175,8 @@
     freezeWidgets(root);
     nameHandles(root);
     nameToggles(root);
+    nameMismatches(root);
+    focusableScrollers(root);
   }
   var pending = false;
   function schedule() {
@@ -160,4 +189,5 @@
     new MutationObserver(schedule).observe(document.body, { childList: true, subtree: true });
   });
   window.addEventListener('load', fixAll);
+  window.addEventListener('resize', schedule);
 })();
