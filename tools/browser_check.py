@@ -378,6 +378,9 @@ def load_problems(rel: str, events: list[dict], base: str) -> tuple[list[str], d
 
 AXE_RUN = r"""
 (async () => {
+  // axe's experimental rules too (label-content-name-mismatch is one).
+  axe.configure({rules: axe.getRules(['experimental'])
+      .map((r) => ({id: r.ruleId, enabled: true}))});
   const r = await axe.run(document, {resultTypes: ['violations']});
   return r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
     nodes: v.nodes.length, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' '))}));
