@@ -154,7 +154,7 @@
   function focusableScrollers(root) {
     // A box that scrolls sideways (a wide figure on a phone) must be reachable by
     // keyboard to be scrolled without a pointer.
-    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .twin-plot');
+    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot');
     for (var i = 0; i < boxes.length; i++) {
       var b = boxes[i];
       if (b.scrollWidth > b.clientWidth + 1) {

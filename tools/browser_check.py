@@ -44,6 +44,7 @@ import base64
 import functools
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -117,8 +118,6 @@ def find_chromium() -> str:
     """The Chromium or Google Chrome executable (``$CHROME`` first; hosted CI runners
     have Chrome); never installs one (a test must not change the machine): if none is
     found, say what to install and stop."""
-    import os
-
     env = os.environ.get("CHROME") or os.environ.get("CHROMIUM")
     if env and shutil.which(env):
         return shutil.which(env)
@@ -826,6 +825,9 @@ def main(site: str, shots_dir: str) -> int:
             f"error: {axe} not found: tools/vendor_js.sh vendors axe-core into the site "
             "(`rm -rf _vendor && make book`)"
         )
+    only = os.environ.get("BROWSER_CHECK_PAGES", "").split()
+    if only:  # while working on a few pages: BROWSER_CHECK_PAGES="index.html ..."
+        pages = [p for p in pages if p in only]
     server, base = serve(root)
     try:
         errors = asyncio.run(run(exe, base, pages, shots, axe.read_text()))

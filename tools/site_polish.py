@@ -17,6 +17,8 @@ of the site is rewritten in place (each fix is idempotent, and the browser check
   label-content-name-mismatch): the label is dropped so the visible text names them.
   The same holds for the theme's search and colour-mode buttons (their visible tooltip
   text becomes part of the name).
+* **The colour-mode button's name.** Its icons' tooltips ("Light", "Dark", "System
+  Settings") count as visible text that its name ("Color mode") lacks: dropped.
 * **One thebe configuration.** sphinx-thebe emits its ``const THEBE_JS_URL = ...`` inline
   script twice on a page, a SyntaxError in every page's console: duplicates are
   dropped.
@@ -104,6 +106,10 @@ def polish_html(text: str, page: Path) -> str:
     text = re.sub(
         r'(<summary\b[^>]*?)\s+aria-label="Toggle hidden content"', r"\1", text
     )
+    # The theme's colour-mode button is named "Color mode", but the tooltips of its
+    # icons ("Light", "Dark") count as its visible text (axe:
+    # label-content-name-mismatch): the button's name says it all.
+    text = re.sub(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"', r"\1", text)
     text = _dedupe_scripts(text)
     text = _defer(text)
     return text
