@@ -91,11 +91,13 @@ def test_polish_html(tmp_path):
         '<img alt="A figure" src="../_images/abc.png" />'
         '<div class="citation-list" role="list"><div role="doc-biblioentry">x</div></div>'
         '<summary aria-label="Toggle hidden content"><span>Show code cell source</span>'
+        '<i class="theme-switch fa-solid fa-sun" data-mode="light" title="Light"></i>'
     )
     out = site_polish.polish_html(html, page)
     assert 'width="600" height="300" style="min-width:408px"' in out
     assert 'role="listitem"' in out and "doc-biblioentry" not in out
     assert "Toggle hidden content" not in out
+    assert 'title="Light"' not in out and 'data-mode="light"' in out
     assert out.count("THEBE_JS_URL") == 1
     assert out.count("<script defer ") == 2
     assert site_polish.polish_html(out, page) == out  # idempotent
