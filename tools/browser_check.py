@@ -14,7 +14,7 @@ ran, it asserts:
   no page requests anything from another host at all;
 * no console error, no uncaught exception and no failed (4xx/5xx) request on any page;
 * accessibility: axe-core (vendored by tools/vendor_js.sh into the site's ``check/``;
-  no page loads it) finds no serious or critical violation, and every image has an
+  no page loads it) finds no serious or critical violation (light and dark theme), and every image has an
   alt text that is not a file name or a hash;
 * on a phone (390 x 844 CSS px, touch): no page is wider than the screen, every figure
   shows its 10-pt text at >= 9 CSS px (font size x displayed scale; twins' SVG text
@@ -386,6 +386,15 @@ AXE_RUN = r"""
 })()
 """
 
+DARK = r"""
+(() => { const h = document.documentElement; if (!h.dataset.theme) return false;
+         h.dataset.theme = 'dark'; h.dataset.mode = 'dark'; return true; })()
+"""
+LIGHT = r"""
+(() => { const h = document.documentElement; if (!h.dataset.theme) return false;
+         h.dataset.theme = 'light'; h.dataset.mode = 'light'; return true; })()
+"""
+
 IMAGES = r"""
 Array.from(document.querySelectorAll('img')).map((img) => ({
   src: (img.getAttribute('src') || '').slice(0, 90), alt: img.getAttribute('alt'),
@@ -403,17 +412,24 @@ async def a11y_problems(browser: Browser, rel: str, axe_js: str) -> tuple[list, 
         from figure_alt import looks_like_a_file_name
 
     await browser.evaluate(axe_js + "\n;0")
-    violations = await browser.evaluate(AXE_RUN) or []
     out, counts = [], {"critical": 0, "serious": 0, "moderate": 0, "minor": 0}
-    for v in violations:
-        counts[v["impact"] or "minor"] = (
-            counts.get(v["impact"] or "minor", 0) + v["nodes"]
-        )
-        if v["impact"] in ("serious", "critical"):
-            out.append(
-                f"{rel}: axe {v['impact']} {v['id']} ({v['help']}) on {v['nodes']} "
-                f"element(s), e.g. {v['targets']}"
-            )
+    # The light theme, then the dark one (pydata-sphinx-theme reads data-theme).
+    for mode in ("light", "dark"):
+        if mode == "dark":
+            if not await browser.evaluate(DARK):
+                break
+            await asyncio.sleep(0.3)
+        violations = await browser.evaluate(AXE_RUN) or []
+        where = rel if mode == "light" else f"{rel} (dark theme)"
+        for v in violations:
+            impact = v["impact"] or "minor"
+            counts[impact] = counts.get(impact, 0) + v["nodes"]
+            if impact in ("serious", "critical"):
+                out.append(
+                    f"{where}: axe {impact} {v['id']} ({v['help']}) on {v['nodes']} "
+                    f"element(s), e.g. {v['targets']}"
+                )
+    await browser.evaluate(LIGHT)
     bad_alt = 0
     for img in await browser.evaluate(IMAGES) or []:
         if img["hidden"]:
