@@ -28,7 +28,10 @@ import attnlab
 from attnlab.widgets import twins as tw
 from attnlab.widgets import (
     twins_explanation,  # noqa: F401  (registers its check)
+    twins_fast_attention,  # noqa: F401  (registers its check)
     twins_pretrained,
+    twins_structured,  # noqa: F401  (registers its check)
+    twins_subquadratic,  # noqa: F401  (registers its check)
 )
 from attnlab.widgets.twin import CHECKS, JS_DIR, Readout, Twin, close, js_source
 from tools.browser_check import _twin_case_problems, run_twins_only  # noqa: E402

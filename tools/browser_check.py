@@ -10,7 +10,16 @@ ran, it asserts:
 * every page that stores widgets shows rendered widget views;
 * chapter pages carry the Colab launch button, show exercise boxes, and keep every
   solution collapsed in a dropdown; the bibliography lists entries;
-* no page loads a script or stylesheet from another host (it must work offline).
+* no page loads a script or stylesheet from another host (it must work offline), and
+  no page requests anything from another host at all;
+* no console error, no uncaught exception and no failed (4xx/5xx) request on any page;
+* accessibility: axe-core (vendored by tools/vendor_js.sh into the site's ``check/``;
+  no page loads it) finds no serious or critical violation (light and dark theme), and every image has an
+  alt text that is not a file name or a hash;
+* on a phone (390 x 844 CSS px, touch): no page is wider than the screen, every figure
+  shows its 10-pt text at >= 9 CSS px (font size x displayed scale; twins' SVG text
+  too), and every control of a twin is a touch target of >= 44 x 44 px (a checkbox
+  counts with its label);
 * every static twin (``[data-twin]``, attnlab.widgets.twin) responds: its controls are
   set to the settings its registered check lists, and each readout must equal
   attnlab's own number within the check's tolerance; its controls are labelled and
@@ -35,6 +44,7 @@ import base64
 import functools
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -105,17 +115,26 @@ SCROLL_TO = r"""
 
 
 def find_chromium() -> str:
-    """The Chromium (or Chrome) executable; never installs one (a test must not change
-    the machine): if none is found, say what to install and stop."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
+    """The Chromium or Google Chrome executable (``$CHROME`` first; hosted CI runners
+    have Chrome); never installs one (a test must not change the machine): if none is
+    found, say what to install and stop."""
+    env = os.environ.get("CHROME") or os.environ.get("CHROMIUM")
+    if env and shutil.which(env):
+        return shutil.which(env)
+    names = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable",
+             "chrome")  # fmt: skip
+    for name in names:
         path = shutil.which(name)
         if path:
             return path
+    mac = "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"
+    if Path(mac).exists():
+        return mac
     sys.exit(
-        "error: the browser check needs Chromium and it is not installed.\n"
+        "error: the browser check needs Chromium or Google Chrome and neither is installed.\n"
         "       Debian/Ubuntu:  sudo apt-get install chromium fonts-noto-color-emoji\n"
         "       macOS:          brew install --cask chromium\n"
-        "       then run `make test` again (the README lists the prerequisites)."
+        "       (or set CHROME=/path/to/chrome), then run `make test` again."
     )
 
 
@@ -161,11 +180,19 @@ class Browser:
         self.ws_url = pages[0]["webSocketDebuggerUrl"]
         self.ws = None
         self.next_id = 0
+        self.events: list[dict] = []  # DevTools events since the last take_events()
 
     async def connect(self):
         self.ws = await websocket_connect(self.ws_url, max_message_size=256 << 20)
         await self.call("Page.enable")
         await self.call("Runtime.enable")
+        await self.call("Log.enable")
+        await self.call("Network.enable")
+        await self.call("Network.setCacheDisabled", cacheDisabled=True)
+
+    def take_events(self) -> list[dict]:
+        out, self.events = self.events, []
+        return out
 
     async def call(self, method: str, **params):
         self.next_id += 1
@@ -175,6 +202,9 @@ class Browser:
         )
         while True:
             msg = json.loads(await self.ws.read_message())
+            if "method" in msg and "id" not in msg:
+                self.events.append(msg)
+                continue
             if msg.get("id") == my_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
@@ -299,6 +329,204 @@ def problems(rel: str, p: dict) -> list[str]:
     if rel == "bibliography.html" and p["citations"] < 5:
         out.append(f"{rel}: the bibliography lists {p['citations']} entries")
     return out
+
+
+# ------------------------------------------------------- errors, requests, a11y, phone
+# What a reader's browser logs or fetches, read from the DevTools events of one load.
+def load_problems(rel: str, events: list[dict], base: str) -> tuple[list[str], dict]:
+    """Console errors, uncaught exceptions, failed requests and requests to other hosts
+    among ``events``; returns (problems, counts)."""
+    urls: dict[str, str] = {}
+    console, failed, outside = [], [], []
+    for e in events:
+        m, p = e["method"], e.get("params", {})
+        if m == "Network.requestWillBeSent":
+            url = p["request"]["url"]
+            urls[p["requestId"]] = url
+            if url.startswith(
+                ("http:", "https:", "ws:", "wss:")
+            ) and not url.startswith(base):
+                outside.append(url)
+        elif m == "Network.responseReceived" and p["response"]["status"] >= 400:
+            failed.append(f"{p['response']['status']} {p['response']['url']}")
+        elif m == "Network.loadingFailed" and not p.get("canceled"):
+            url = urls.get(p["requestId"], "?")
+            if url.startswith(base) and p.get("errorText") != "net::ERR_ABORTED":
+                failed.append(f"{p.get('errorText')} {url}")
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            args = p.get("args") or [{}]
+            text = " ".join(str(a.get("value", a.get("description", ""))) for a in args)
+            console.append(f"console.error: {text[:200]}")
+        elif m == "Runtime.exceptionThrown":
+            d = p["exceptionDetails"]
+            text = (d.get("exception") or {}).get("description") or d.get("text", "")
+            console.append(f"uncaught: {text.splitlines()[0][:200] if text else '?'}")
+        elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
+            entry = p["entry"]
+            # Network errors are counted as failed requests; console calls and
+            # exceptions were already seen through the Runtime domain.
+            if entry.get("source") in ("network", "console-api", "javascript"):
+                continue
+            console.append(f"log: {entry.get('text', '')[:200]}")
+    problems = [f"{rel}: {c}" for c in dict.fromkeys(console)]
+    problems += [f"{rel}: failed request {f}" for f in dict.fromkeys(failed)]
+    problems += [f"{rel}: request to another host {u}" for u in dict.fromkeys(outside)]
+    counts = {"console": len(console), "failed": len(failed), "outside": len(outside)}
+    return problems, counts
+
+
+AXE_RUN = r"""
+(async () => {
+  // axe's experimental rules too (label-content-name-mismatch is one).
+  axe.configure({rules: axe.getRules(['experimental'])
+      .map((r) => ({id: r.ruleId, enabled: true}))});
+  const r = await axe.run(document, {resultTypes: ['violations']});
+  return r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.length, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' '))}));
+})()
+"""
+
+DARK = r"""
+(() => { const h = document.documentElement; if (!h.dataset.theme) return false;
+         h.dataset.theme = 'dark'; h.dataset.mode = 'dark'; return true; })()
+"""
+LIGHT = r"""
+(() => { const h = document.documentElement; if (!h.dataset.theme) return false;
+         h.dataset.theme = 'light'; h.dataset.mode = 'light'; return true; })()
+"""
+
+IMAGES = r"""
+Array.from(document.querySelectorAll('img')).map((img) => ({
+  src: (img.getAttribute('src') || '').slice(0, 90), alt: img.getAttribute('alt'),
+  content: !!img.closest('.cell_output, .widget-output, .output'),
+  hidden: !!img.closest('[aria-hidden="true"]') || img.getAttribute('role') === 'presentation',
+}))
+"""
+
+
+async def a11y_problems(browser: Browser, rel: str, axe_js: str) -> tuple[list, dict]:
+    """axe-core's serious and critical violations and images without a real alt."""
+    try:
+        from tools.figure_alt import looks_like_a_file_name
+    except ImportError:  # run as a script: tools/ itself is on sys.path
+        from figure_alt import looks_like_a_file_name
+
+    await browser.evaluate(axe_js + "\n;0")
+    out, counts = [], {"critical": 0, "serious": 0, "moderate": 0, "minor": 0}
+    # The light theme, then the dark one (pydata-sphinx-theme reads data-theme).
+    for mode in ("light", "dark"):
+        if mode == "dark":
+            if not await browser.evaluate(DARK):
+                break
+            await asyncio.sleep(0.3)
+        violations = await browser.evaluate(AXE_RUN) or []
+        where = rel if mode == "light" else f"{rel} (dark theme)"
+        for v in violations:
+            impact = v["impact"] or "minor"
+            counts[impact] = counts.get(impact, 0) + v["nodes"]
+            if impact in ("serious", "critical"):
+                out.append(
+                    f"{where}: axe {impact} {v['id']} ({v['help']}) on {v['nodes']} "
+                    f"element(s), e.g. {v['targets']}"
+                )
+    await browser.evaluate(LIGHT)
+    bad_alt = 0
+    for img in await browser.evaluate(IMAGES) or []:
+        if img["hidden"]:
+            continue
+        alt = img["alt"]
+        # alt="" marks a decorative image: never for a figure in a cell's output.
+        hashy = bool(alt) and looks_like_a_file_name(alt)
+        if alt is None or hashy or (img["content"] and not alt.strip()):
+            bad_alt += 1
+            out.append(f"{rel}: image {img['src']!r} has no real alt text ({alt!r})")
+    counts["bad_alt"] = bad_alt
+    return out, counts
+
+
+# The phone: 390 x 844 CSS px at 2x, touch, like the review's iPhone emulation.
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}
+DESKTOP = {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+FIG_TEXT_PX = 10 * 100 / 72  # matplotlib's 10-pt text at the course's 100 dpi
+MIN_TEXT_PX = 9.0
+MIN_TARGET_PX = 44.0
+
+PHONE_PROBE = r"""
+(() => {
+  const vw = document.documentElement.clientWidth;
+  const width = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+  const wide = [];
+  if (width > vw) {
+    document.querySelectorAll('body *').forEach((el) => {
+      const r = el.getBoundingClientRect();
+      if (r.right > vw + 1 && el.children.length === 0 && wide.length < 3)
+        wide.push(el.tagName.toLowerCase() + '.' + (el.className || '').toString().slice(0, 40)
+                  + ' "' + (el.textContent || '').trim().slice(0, 40) + '"');
+    });
+  }
+  const figs = Array.from(document.querySelectorAll('.cell_output img, .widget-output img'))
+    .filter((i) => i.naturalWidth > 0 && i.offsetParent !== null)
+    .map((i) => ({src: (i.getAttribute('src') || '').slice(-24),
+                  scale: i.getBoundingClientRect().width / i.naturalWidth}));
+  const svgs = Array.from(document.querySelectorAll('svg.twin-svg')).map((svg) => {
+    const vb = svg.viewBox && svg.viewBox.baseVal ? svg.viewBox.baseVal.width : 0;
+    const scale = vb ? svg.getBoundingClientRect().width / vb : 1;
+    let fs = Infinity;
+    svg.querySelectorAll('text').forEach((t) => {
+      const f = parseFloat(t.getAttribute('font-size') || getComputedStyle(t).fontSize);
+      if (f < fs) fs = f;
+    });
+    const twin = svg.closest('[data-twin]');
+    return {twin: twin ? twin.dataset.twin : '?', px: isFinite(fs) ? fs * scale : null};
+  });
+  const targets = Array.from(document.querySelectorAll('.attnlab-twin input, .attnlab-twin select'))
+    .map((c) => {
+      let r = c.getBoundingClientRect(), w = r.width, h = r.height;
+      if (c.type === 'checkbox') for (const l of c.labels || []) {
+        const q = l.getBoundingClientRect();
+        w = Math.max(w, q.right - Math.min(r.left, q.left)); h = Math.max(h, q.height);
+      }
+      return {twin: c.closest('[data-twin]').dataset.twin, name: c.name, w, h};
+    });
+  return {vw, width, wide, figs, svgs, targets};
+})()
+"""
+
+
+def phone_problems(rel: str, p: dict) -> list[str]:
+    out = []
+    if not p:
+        return [f"{rel}: the phone layout could not be measured"]
+    if p["width"] > p["vw"]:
+        out.append(
+            f"{rel}: {p['width']} px wide on a {p['vw']} px phone screen "
+            f"(e.g. {p['wide']})"
+        )
+    for f in p["figs"]:
+        px = FIG_TEXT_PX * f["scale"]
+        if px < MIN_TEXT_PX:
+            out.append(
+                f"{rel}: figure ...{f['src']} shows its 10-pt text at {px:.1f} px on a "
+                f"phone (scale {f['scale']:.2f}; minimum {MIN_TEXT_PX:g} px)"
+            )
+    for s in p["svgs"]:
+        if s["px"] is not None and s["px"] < MIN_TEXT_PX:
+            out.append(
+                f"{rel}: twin {s['twin']}'s plot text is {s['px']:.1f} px on a phone"
+            )
+    for t in p["targets"]:
+        if t["w"] < MIN_TARGET_PX or t["h"] < MIN_TARGET_PX:
+            out.append(
+                f"{rel}: twin {t['twin']} control {t['name']!r} is a "
+                f"{t['w']:.0f} x {t['h']:.0f} px touch target (minimum "
+                f"{MIN_TARGET_PX:g} px)"
+            )
+    return out
+
+
+async def set_viewport(browser: Browser, metrics: dict) -> None:
+    await browser.call("Emulation.setDeviceMetricsOverride", **metrics)
+    await browser.call("Emulation.setTouchEmulationEnabled", enabled=metrics["mobile"])
 
 
 # ------------------------------------------------------------------ static twins
@@ -436,7 +664,10 @@ async def check_twins(
     """
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
     import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
+    import attnlab.widgets.twins_fast_attention  # noqa: F401  (chapter 8's tiles)
     import attnlab.widgets.twins_pretrained  # noqa: F401  (chapter 10's head view)
+    import attnlab.widgets.twins_structured  # noqa: F401  (chapter 4's alignment lab)
+    import attnlab.widgets.twins_subquadratic  # noqa: F401  (chapter 9's patterns)
     from attnlab.widgets.twin import CHECKS
 
     errors, lines = [], []
@@ -514,16 +745,25 @@ async def run_twins_only(
         browser.close()
 
 
-async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
+async def run(
+    exe: str, base: str, pages: list[str], shots: Path, axe_js: str
+) -> list[str]:
     browser = Browser(exe)
     errors: list[str] = []
+    table = []
     try:
         await browser.connect()
         for rel in pages:
+            await set_viewport(browser, DESKTOP)
+            browser.take_events()
             probe = await browser.open(f"{base}/{rel}")
-            errors += problems(rel, probe)
+            page_errors = problems(rel, probe)
+            load_errs, load_counts = load_problems(rel, browser.take_events(), base)
+            page_errors += load_errs
+            a11y_errs, axe_counts = await a11y_problems(browser, rel, axe_js)
+            page_errors += a11y_errs
             if rel.startswith("chapters/"):
-                errors += await student_link_problems(browser, base, rel)
+                page_errors += await student_link_problems(browser, base, rel)
             name = rel.replace("/", "_").removesuffix(".html")
             await browser.shot(shots / f"{name}.png")
             if probe.get("rendered"):
@@ -534,10 +774,22 @@ async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
             if probe.get("exercises"):
                 await browser.shot_of(shots / f"{name}-exercise.png", ".exercise")
             twin_errors, twin_lines = await check_twins(browser, rel, shots)
-            errors += twin_errors
+            page_errors += twin_errors
+            # The same page on a phone.
+            await set_viewport(browser, PHONE)
+            browser.take_events()
+            await browser.open(f"{base}/{rel}")
+            phone = await browser.evaluate(PHONE_PROBE) or {}
+            page_errors += phone_problems(rel, phone)
+            phone_errs, phone_counts = load_problems(
+                rel + " (phone)", browser.take_events(), base
+            )
+            page_errors += phone_errs
+            await browser.shot(shots / f"{name}-phone.png")
+            errors += page_errors
             p = probe or {}
             print(
-                f"{'FAIL' if problems(rel, probe) else 'ok  '} {rel:38s} "
+                f"{'FAIL' if page_errors else 'ok  '} {rel:38s} "
                 f"math {p.get('typeset', 0):4d}/{p.get('math', 0):<4d} "
                 f"widgets {p.get('rendered', 0):3d} ({p.get('views', 0)} stored) "
                 f"exercises {p.get('exercises', 0)} "
@@ -547,10 +799,24 @@ async def run(exe: str, base: str, pages: list[str], shots: Path) -> list[str]:
             )
             for line in twin_lines:
                 print("     ", line, flush=True)
+            table.append(
+                (rel, axe_counts, phone.get("width"), load_counts, phone_counts)
+            )
     finally:
         if browser.ws is not None:
             browser.ws.close()
         browser.close()
+    print(
+        "\npage                                  axe crit/ser/mod/min  bad alt  "
+        "width@390  console  failed  outside"
+    )
+    for rel, ax, width, lc, pc in table:
+        print(
+            f"{rel:38s} {ax['critical']:4d}/{ax['serious']:3d}/{ax['moderate']:3d}/"
+            f"{ax['minor']:3d}   {ax['bad_alt']:6d}  {width or 0:6d} px  "
+            f"{lc['console'] + pc['console']:7d}  {lc['failed'] + pc['failed']:6d}  "
+            f"{lc['outside'] + pc['outside']:7d}"
+        )
     return errors
 
 
@@ -561,13 +827,26 @@ def main(site: str, shots_dir: str) -> int:
     shots = Path(shots_dir)
     shots.mkdir(parents=True, exist_ok=True)
     exe = find_chromium()
-    extra = [p for p in ("instructors.html",) if (root / p).exists()]
+    extra = [
+        p
+        for p in ("instructors.html", "search.html", "genindex.html")
+        if (root / p).exists()
+    ]
     pages = ["index.html", "bibliography.html", *extra] + sorted(
         str(p.relative_to(root)) for p in (root / "chapters").glob("*.html")
     )
+    axe = root / "check" / "axe.min.js"
+    if not axe.exists():
+        sys.exit(
+            f"error: {axe} not found: tools/vendor_js.sh vendors axe-core into the site "
+            "(`rm -rf _vendor && make book`)"
+        )
+    only = os.environ.get("BROWSER_CHECK_PAGES", "").split()
+    if only:  # while working on a few pages: BROWSER_CHECK_PAGES="index.html ..."
+        pages = [p for p in pages if p in only]
     server, base = serve(root)
     try:
-        errors = asyncio.run(run(exe, base, pages, shots))
+        errors = asyncio.run(run(exe, base, pages, shots, axe.read_text()))
     finally:
         server.shutdown()
     for e in errors:

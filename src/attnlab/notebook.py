@@ -17,8 +17,16 @@ def setup_notebook(seed: int = 0) -> torch.device:
     torch.set_printoptions(precision=4, sci_mode=False)
     mpl.rcParams.update(
         {
+            # 100 dpi: matplotlib's 10-pt text is 13.9 px; the site never shows a
+            # figure below 0.68 of its natural width (tools/site_polish.py), so that
+            # text stays >= 9 CSS px on a phone. Widths <= 6.5 in (STYLE.md).
             "figure.dpi": 100,
+            "savefig.dpi": 100,
             "figure.figsize": (6, 3.5),
+            "font.size": 10,
+            "legend.fontsize": 10,
+            "xtick.labelsize": 10,
+            "ytick.labelsize": 10,
             "axes.spines.top": False,
             "axes.spines.right": False,
         }

@@ -7,7 +7,7 @@ import io
 import matplotlib.pyplot as plt
 import torch
 
-__all__ = ["heatmap", "bars", "show"]
+__all__ = ["heatmap", "bars", "show", "describe"]
 
 
 def _np(x):
@@ -54,7 +54,7 @@ def heatmap(
                     f"{w[i, j]:.2f}",
                     ha="center",
                     va="center",
-                    fontsize=8,
+                    fontsize=10,
                     color="black" if w[i, j] > 0.6 * top else "white",
                 )
     return im
@@ -93,3 +93,29 @@ def show(fig=None, alt: str = "") -> None:
     fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     display(Image(buf.getvalue(), metadata={"alt": alt.strip()}))
+
+
+def describe(fig=None, lead: str = "") -> str:
+    """A plain-text description of ``fig`` from its own words: ``lead``, then the
+    figure's title and each panel's title and axis labels.
+
+    For figures whose titles already carry the run's numbers (the widgets' figures:
+    "'à' · softmax: support 6/6, sum 1.00"), this is a usable alt text:
+    ``show(fig, alt=describe(fig, "Weights of the source words"))``. A chapter's
+    figure deserves a sentence written for it (the point it makes), not this.
+    """
+    fig = plt.gcf() if fig is None else fig
+    parts = [lead.strip().rstrip(".")] if lead and lead.strip() else []
+    sup = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+    if sup.strip():
+        parts.append(sup.strip())
+    for ax in fig.axes:
+        bits = [ax.get_title().strip()]
+        x, y = ax.get_xlabel().strip(), ax.get_ylabel().strip()
+        axes = ", ".join(f"{k} {v}" for k, v in (("x:", x), ("y:", y)) if v)
+        if axes:
+            bits.append(f"({axes})")
+        text = " ".join(b for b in bits if b)
+        if text:
+            parts.append(text)
+    return ". ".join(" ".join(p.split()) for p in parts if p) or "Figure"

@@ -56,6 +56,11 @@ __all__ = [
 
 JS_DIR = Path(__file__).with_name("twin_js")
 _ids = itertools.count()
+# JupyterLab binds the arrow keys to cell navigation in command mode; Lumino skips its
+# shortcuts for a key pressed in an element carrying this attribute, so a focused
+# slider or drop-down keeps its arrow keys (the runtime also stops those key events at
+# the twin, for clients that ignore the attribute).
+_KEEP_KEYS = 'data-lm-suppress-shortcuts="true"'
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ class Range:
         cid = f"{uid}-{self.name}"
         return (
             f'<label for="{cid}">{html.escape(self.label)}</label>'
-            f'<input type="range" id="{cid}" name="{self.name}" min="{self.min}" '
+            f'<input type="range" id="{cid}" name="{self.name}" min="{self.min}" {_KEEP_KEYS} '
             f'max="{self.max}" step="{self.step}" value="{self.value}">'
             f'<output for="{cid}" data-readout="{self.name}"></output>'
         )
@@ -104,7 +109,7 @@ class Select:
             )
         return (
             f'<label for="{cid}">{html.escape(self.label)}</label>'
-            f'<select id="{cid}" name="{self.name}">{"".join(opts)}</select>'
+            f'<select id="{cid}" name="{self.name}" {_KEEP_KEYS}>{"".join(opts)}</select>'
         )
 
 
@@ -121,7 +126,7 @@ class Checkbox:
         checked = " checked" if self.value else ""
         return (
             f'<span class="twin-check"><input type="checkbox" id="{cid}" '
-            f'name="{self.name}"{checked}><label for="{cid}">'
+            f'name="{self.name}"{checked} {_KEEP_KEYS}><label for="{cid}">'
             f"{html.escape(self.label)}</label></span>"
         )
 
@@ -145,23 +150,30 @@ class Readout:
 # (for tables styled for light pages); the rule on div.text_html undoes that for twins.
 _CSS = """
 .attnlab-twin{--tw-fg:var(--pst-color-text-base,currentColor);
- --tw-muted:var(--pst-color-text-muted,#6b7280);--tw-border:var(--pst-color-border,#c8ccd2);
- --tw-a1:#e3823b;--tw-a2:#3b8fd9;--tw-a3:#2fa36b;--tw-a4:#b35fd0;--tw-a5:#d0486a;
+ --tw-muted:var(--pst-color-text-muted,#5b6270);--tw-border:var(--pst-color-border,#c8ccd2);
+ --tw-a1:#b35900;--tw-a2:#1f6fb5;--tw-a3:#1e7b4f;--tw-a4:#8a3fa8;--tw-a5:#b8324f;
  color:var(--tw-fg);border:1px solid var(--tw-border);border-radius:6px;
- padding:.6em .9em;margin:.6em 0 1.2em;font-size:.9rem;line-height:1.4;max-width:100%}
+ padding:.6em .9em;margin:.6em 0 1.2em;font-size:.9rem;line-height:1.4;max-width:100%;
+ box-sizing:border-box}
+html[data-theme=dark] .attnlab-twin{--tw-a1:#f0a060;--tw-a2:#7fb8f0;--tw-a3:#5cc98f;
+ --tw-a4:#cf8fe6;--tw-a5:#f07f9a}
 .attnlab-twin .twin-head{margin:0 0 .4em;font-size:.85rem;color:var(--tw-muted)}
 .attnlab-twin .twin-head b{color:var(--tw-fg)}
-.attnlab-twin .twin-controls{display:flex;flex-wrap:wrap;gap:.4em 1.4em;align-items:center;
+.attnlab-twin .twin-controls{display:flex;flex-wrap:wrap;gap:.2em 1.4em;align-items:center;
  margin-bottom:.4em}
-.attnlab-twin .twin-controls>span{display:inline-flex;gap:.4em;align-items:center}
-.attnlab-twin input[type=range]{width:11em;accent-color:var(--tw-a1)}
+.attnlab-twin .twin-controls>span{display:inline-flex;flex-wrap:wrap;gap:0 .4em;
+ align-items:center;max-width:100%}
+.attnlab-twin input[type=range]{width:min(11em,100%);height:44px;margin:0;
+ accent-color:var(--tw-a1);touch-action:pan-y}
 .attnlab-twin select{color:inherit;background:transparent;border:1px solid var(--tw-border);
- border-radius:4px;padding:.1em .3em}
+ border-radius:4px;padding:.1em .3em;min-height:44px;max-width:100%}
 .attnlab-twin select option{color:#111;background:#fff}
+.attnlab-twin .twin-check{min-height:44px}
+.attnlab-twin input[type=checkbox]{width:44px;height:44px;margin:0;accent-color:var(--tw-a1)}
 .attnlab-twin :focus-visible{outline:2px solid var(--tw-a2);outline-offset:2px}
 .attnlab-twin output{font-variant-numeric:tabular-nums;min-width:3.5em;display:inline-block}
-.attnlab-twin .twin-plot{overflow-x:auto}
-.attnlab-twin .twin-svg{max-width:100%;height:auto;display:inline-block;vertical-align:top}
+.attnlab-twin .twin-plot{overflow-x:auto;max-width:100%}
+.attnlab-twin .twin-svg{height:auto;display:inline-block;vertical-align:top}
 .attnlab-twin .twin-readouts{display:flex;flex-wrap:wrap;gap:.2em 1.4em;margin-top:.3em}
 .attnlab-twin .twin-note{margin:.4em 0 0;font-size:.8rem;color:var(--tw-muted)}
 .attnlab-twin table{border-collapse:collapse;font-size:.8rem;margin:.3em 0}
@@ -170,12 +182,16 @@ _CSS = """
 html[data-theme=dark] body .bd-content div.cell_output div.text_html:has(div.attnlab-twin){
  background:transparent;color:inherit;padding:0}
 .attnlab-twin[data-twin-error]::after{content:"This widget failed: " attr(data-twin-error);
- color:#d0486a}
+ color:var(--tw-a5)}
 """
 
-HEAD = "<b>Runs in your browser</b>: no Python needed, so it works on the website too."
-# For a twin shown right after the ipywidget it mirrors.
-HEAD_AFTER_WIDGET = HEAD[:-1] + " (the widget above needs a running Python kernel)."
+HEAD = "<b>Runs in your browser</b> (works on the website too)."
+# For a twin shown right after the ipywidget it mirrors: worded for both readers, the
+# one with a kernel (the widget above is live) and the one on the website (it is not).
+HEAD_AFTER_WIDGET = (
+    "<b>Runs in your browser</b>: on the website, where the widget above is a "
+    "snapshot, this panel recomputes."
+)
 
 
 def js_source(kind: str) -> str:

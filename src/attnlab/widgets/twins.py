@@ -49,6 +49,7 @@ __all__ = [
     "attention_maps_twin",
     "translation_maps",
     "normals",
+    "uniforms",
     "sqrt_dk_stats",
 ]
 
@@ -287,19 +288,26 @@ register_check(
 SQRT_DK = {"n_queries": 100, "n_keys": 16, "seed": 0}
 
 
+def uniforms(seed: int, n: int) -> np.ndarray:
+    """The twins' seeded uniforms in [0, 1): mulberry32, as ``attnlabTwin.uniforms``.
+
+    mulberry32's state only adds a constant each draw, so it vectorises.
+    """
+    k = np.arange(1, n + 1, dtype=np.uint64)
+    a = ((seed + k * 0x6D2B79F5) & 0xFFFFFFFF).astype(np.uint32)
+    with np.errstate(over="ignore"):
+        t = (a ^ (a >> np.uint32(15))) * (a | np.uint32(1))
+        t = (t + (t ^ (t >> np.uint32(7))) * (t | np.uint32(61))) ^ t
+    return (t ^ (t >> np.uint32(14))).astype(np.float64) / 4294967296.0
+
+
 def normals(seed: int, n: int) -> np.ndarray:
     """The twins' seeded N(0, 1) numbers: mulberry32 uniforms and Box–Muller.
 
     The same numbers as ``attnlabTwin.normals(seed, n)`` in the browser (up to the last
     bit of log/cos), so the twin's statistics can be checked against attnlab.
-    mulberry32's state only adds a constant each draw, so it vectorises.
     """
-    k = np.arange(1, 2 * n + 1, dtype=np.uint64)
-    a = ((seed + k * 0x6D2B79F5) & 0xFFFFFFFF).astype(np.uint32)
-    with np.errstate(over="ignore"):
-        t = (a ^ (a >> np.uint32(15))) * (a | np.uint32(1))
-        t = (t + (t ^ (t >> np.uint32(7))) * (t | np.uint32(61))) ^ t
-    u = (t ^ (t >> np.uint32(14))).astype(np.float64) / 4294967296.0
+    u = uniforms(seed, 2 * n)
     u1, u2 = 1.0 - u[0::2], u[1::2]
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 

@@ -70,7 +70,6 @@ def head_view_twin(examples: dict, title: str = "Head view of MiniLM") -> Twin:
             Range("query", "query", 0, max(len(s["tokens"]) for s in sents) - 1, 1, 1),
         ],  # fmt: skip
         readouts=[
-            Readout("query", "query"),
             Readout("focus", "looks most at"),
             Readout("focus_weight", "with weight"),
             Readout("sink", "weight on [CLS] + [SEP]"),

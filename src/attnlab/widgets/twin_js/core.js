@@ -68,15 +68,19 @@
 
   // --------------------------------------------------------- random numbers
   // mulberry32 uniforms and Box-Muller normals; attnlab.widgets.twins mirrors them.
-  T.normals = function (seed, n) {
+  T.uniforms = function (seed, n) {
     var a = seed >>> 0, out = new Float64Array(n);
-    function u() {
+    for (var i = 0; i < n; i++) {
       a = (a + 0x6D2B79F5) >>> 0;
       var t = Math.imul(a ^ (a >>> 15), a | 1);
       t = ((t + Math.imul(t ^ (t >>> 7), t | 61)) ^ t) >>> 0;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+      out[i] = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     }
-    for (var i = 0; i < n; i++) { var u1 = 1 - u(), u2 = u(); out[i] = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2); }
+    return out;
+  };
+  T.normals = function (seed, n) {
+    var u = T.uniforms(seed, 2 * n), out = new Float64Array(n);
+    for (var i = 0; i < n; i++) { var u1 = 1 - u[2 * i], u2 = u[2 * i + 1]; out[i] = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2); }
     return out;
   };
 
@@ -89,8 +93,10 @@
     for (var k in attrs) if (attrs[k] !== undefined && attrs[k] !== null) s += ' ' + k + '="' + esc(attrs[k]) + '"';
     return s + '>' + (children || '') + '</' + tag + '>';
   };
+  // Never drawn smaller than its natural size (its 9-11 px text stays legible on a
+  // phone): the plot box scrolls sideways instead.
   T.svg = function (w, h, body, label) {
-    return T.el('svg', { viewBox: '0 0 ' + w + ' ' + h, width: w, height: h, role: 'img', 'aria-label': label || '', class: 'twin-svg' }, body);
+    return T.el('svg', { viewBox: '0 0 ' + w + ' ' + h, width: w, height: h, role: 'img', 'aria-label': label || '', class: 'twin-svg', style: 'min-width:' + w + 'px' }, body);
   };
   T.text = function (x, y, s, attrs) {
     var a = { x: x, y: y, fill: 'currentColor', 'font-size': 11 };
@@ -155,6 +161,11 @@
     };
     root.addEventListener('input', run);
     root.addEventListener('change', run);
+    // Keys that move a control stay with it: JupyterLab would take the arrows for
+    // cell navigation (the controls also carry data-lm-suppress-shortcuts).
+    root.addEventListener('keydown', function (e) {
+      if (/^(Arrow|Page|Home$|End$)/.test(e.key) && e.target && e.target.matches && e.target.matches('input, select')) e.stopPropagation();
+    });
     run();
     root.dataset.twinReady = '1';
     T.timings[id] = performance.now() - t0;
