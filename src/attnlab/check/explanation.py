@@ -19,7 +19,6 @@ __all__ = [
     "integrated_gradients",
     "uniform_flip_rate",
     "comprehensiveness",
-    "FORBIDDEN",
 ]
 
 # check name -> the library calls an answer may not make (the grader reads this too)

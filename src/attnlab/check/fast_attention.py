@@ -34,7 +34,6 @@ __all__ = [
     "causal_tiles",
     "split_kv_decoding",
     "tile_backward",
-    "FORBIDDEN",
 ]
 
 _FLASH = ("attnlab.flash_attention", "attnlab.efficient.flash_attention")

@@ -19,7 +19,6 @@ __all__ = [
     "rollout_sink_curve",
     "relation_scores",
     "rollout_with_residual",
-    "FORBIDDEN",
 ]
 
 _ROLLOUT = (

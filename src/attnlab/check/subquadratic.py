@@ -23,7 +23,6 @@ __all__ = [
     "receptive_field_after",
     "kv_cache_bytes",
     "streaming_mask",
-    "FORBIDDEN",
 ]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
