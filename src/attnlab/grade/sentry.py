@@ -142,6 +142,12 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
                     c_forbidden.setdefault(obj, []).append((check, dotted))
     answer = _core._call_answer.__code__
     all_check.discard(answer)
+    # The wrapper that checks put around the student's function to name the bug
+    # (check/_diagnose.py) calls it on the student's behalf: what it calls is the
+    # student's call, not a check using its own helper.
+    from attnlab.check import _diagnose
+
+    all_check.discard(_diagnose._Tracked.__call__.__code__)
     return answer, forbidden, reference, all_check, c_forbidden
 
 
