@@ -75,9 +75,6 @@ def setup_cell_source() -> str:
     return (
         "# Setup (hidden on the website). The notebook editions (student/, full/)\n"
         "# replace this cell with one that installs attnlab where it is missing.\n"
-        "import subprocess  # noqa: F401 (chapter 10's hidden weights cell uses it)\n"
-        "import sys  # noqa: F401\n"
-        "\n"
         "import attnlab\n"
         "\n"
         "device = attnlab.setup_notebook(seed=0)"
