@@ -43,7 +43,12 @@ def glue(name: str, value, display: bool = False):
     build this is myst-nb's ``glue``; where myst-nb is not installed (Colab, a bare
     Jupyter) it does nothing unless ``display`` is true, when it shows the value.
     Returns ``value`` so a cell can glue and use it in one line.
+
+    A NumPy scalar or a one-element tensor is glued as the plain Python number it
+    holds: myst-nb formats ``{glue:text}`` from the value's ``repr``, and
+    ``np.float64(0.34)`` cannot take a format spec.
     """
+    shown = _plain_number(value)
     try:
         from myst_nb import glue as _myst_glue
     except ImportError:
@@ -52,5 +57,15 @@ def glue(name: str, value, display: bool = False):
 
             _show(value)
         return value
-    _myst_glue(name, value, display=display)
+    _myst_glue(name, shown, display=display)
+    return value
+
+
+def _plain_number(value):
+    """``value`` as a Python number if it is a NumPy scalar or a 1-element tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", 1) == 0 and item:
+        return item()
     return value
