@@ -88,3 +88,26 @@ def test_ch11_seed_json_reproduces_one_point():
         model = mod.train_model(train, 1, attention=kind if kind == "uniform" else
                                 "additive")  # fmt: skip
         assert abs(accuracy_f1(model, test)[0] - res[kind]) < 1e-6, kind
+
+
+def test_ch11_wp_results_cover_every_seed():
+    res = _load("ch11_wp.json")
+    assert set(res["wp"]) == {"0", "1", "2"}
+    keys = {"acc", "tvd", "jsd", "recall", "diag_base", "diag_adv"}
+    assert all(set(row) == keys for row in res["wp"].values())
+    assert 0 < res["diag_uniform"] < 1
+
+
+@pytest.mark.slow
+def test_ch11_wp_json_reproduces_one_seed():
+    """Seed 2 of W&P's trained adversary and diagnostic, re-run from the script."""
+    from attnlab.data import rationale_task
+
+    torch.set_num_threads(1)
+    mod = _script("ch11_wp")
+    train = rationale_task("focus", "train", n=2000, seed=0)
+    test = rationale_task("focus", "test", n=300, seed=0)
+    base = mod.ch11_seeds.train_model(train, 2)
+    row = mod.wp_row(base, train, test, 2)
+    want = _load("ch11_wp.json")["wp"]["2"]
+    assert all(abs(row[k] - want[k]) < 1e-6 for k in want), (row, want)

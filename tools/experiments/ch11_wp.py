@@ -1,0 +1,75 @@
+"""Chapter 11's Wiegreffe & Pinter checks over three seeds, too long for the page.
+
+    .venv/bin/python tools/experiments/ch11_wp.py    # ~40 s on one core
+
+Writes ``src/attnlab/results/ch11_wp.json``. For each seed, chapter 11's BiLSTM on the
+focus task (the same model as ``ch11_seeds.py`` and the page: seed, build, fit), W&P's
+trained adversary (``wp_adversary``, λ = 0.001, 5 epochs, seed + 1) and their diagnostic
+MLP fed the base model's weights, the adversary's, and uniform weights. The page runs
+seed 0 live and asserts it equals the file's row.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from attnlab.classifiers import accuracy_f1, predict_proba
+from attnlab.data import rationale_task
+from attnlab.explain import diagnostic_mlp, jsd, rationale_recall, wp_adversary
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE.parents[1] / "src/attnlab/results/ch11_wp.json"
+SEEDS = (0, 1, 2)
+
+_spec = importlib.util.spec_from_file_location("ch11_seeds", HERE / "ch11_seeds.py")
+ch11_seeds = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ch11_seeds)
+
+
+def uniform_weights(data):
+    return data.mask / data.mask.sum(1, keepdim=True)
+
+
+def wp_row(base, train, test, seed: int) -> dict:
+    """W&P's adversary against ``base`` and the diagnostic MLP on both weightings."""
+    adv_model = wp_adversary(base, train, lam=0.001, epochs=5, seed=seed + 1)
+    with torch.no_grad():
+        a_base, a_adv = base(test.ids, test.mask)[1], adv_model(test.ids, test.mask)[1]
+        w_base = base(train.ids, train.mask)[1]
+        w_adv = adv_model(train.ids, train.mask)[1]
+    p_base, p_adv = predict_proba(base, test), predict_proba(adv_model, test)
+    return {
+        "acc": accuracy_f1(adv_model, test)[0],
+        "tvd": (p_base - p_adv).abs().mean().item(),
+        "jsd": jsd(a_base, a_adv).mean().item(),
+        "recall": rationale_recall(a_adv, test.rationale, test.mask).mean().item(),
+        "diag_base": diagnostic_mlp(train, test, w_base, a_base)[0],
+        "diag_adv": diagnostic_mlp(train, test, w_adv, a_adv)[0],
+    }
+
+
+def main():
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    train = rationale_task("focus", "train", n=2000, seed=0)
+    test = rationale_task("focus", "test", n=300, seed=0)
+    out = {"meta": {"script": "tools/experiments/ch11_wp.py"}, "wp": {}}
+    out["diag_uniform"] = diagnostic_mlp(
+        train, test, uniform_weights(train), uniform_weights(test)
+    )[0]
+    for seed in SEEDS:
+        base = ch11_seeds.train_model(train, seed)
+        out["wp"][str(seed)] = wp_row(base, train, test, seed)
+        print(seed, out["wp"][str(seed)], f"({time.perf_counter() - t0:.0f} s)")
+    out["meta"]["seconds"] = round(time.perf_counter() - t0, 1)
+    OUT.write_text(json.dumps(out, indent=1) + "\n")
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
