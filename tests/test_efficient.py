@@ -430,13 +430,17 @@ def test_flash_empty_sequences(T, S):
     assert q.grad.shape == q.shape
 
 
-def test_bad_block_size_and_window_none():
+def test_bad_block_size_and_window_none_means_no_band():
     q = torch.randn(1, 1, 4, 2)
     for bad in ((4,), 2.5, (2, 2, 2), True):
         with pytest.raises(TypeError, match="block_size"):
             attnlab.flash_attention(q, q, q, block_size=bad)
-    with pytest.raises(TypeError, match="window"):
-        attnlab.sliding_window_attention(q, q, q, None)
+    # window=None is no band, as band_mask reads it: full attention, causal or not
+    for causal in (False, True):
+        torch.testing.assert_close(
+            attnlab.sliding_window_attention(q, q, q, None, is_causal=causal),
+            F.scaled_dot_product_attention(q, q, q, is_causal=causal),
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

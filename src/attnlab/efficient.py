@@ -405,12 +405,14 @@ def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
     Parameters
     ----------
     q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv)
-    window : int >= 0, keys at distance at most ``window`` on each side
+    window : int >= 0, keys at distance at most ``window`` on each side; ``None``
+        means no band (full attention, as ``band_mask`` reads it)
     block_size : default ``min(256, max(32, window))`` rows and columns per tile
     """
     _check_qkv(q, k, v, "sliding_window_attention")
-    if window is None:
-        raise TypeError("window must be an int >= 0, got None (use flash_attention)")
+    if window is None:  # no band at all, as band_mask(T, S, None): full attention
+        return flash_attention(q, k, v, is_causal=is_causal, scale=scale,
+                               block_size=block_size, align=align)  # fmt: skip
     _check_window(window)
     if block_size is None:
         block_size = min(BLOCK_Q, max(32, window))
