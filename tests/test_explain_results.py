@@ -96,6 +96,10 @@ def test_ch11_wp_results_cover_every_seed():
     keys = {"acc", "tvd", "jsd", "recall", "diag_base", "diag_adv"}
     assert all(set(row) == keys for row in res["wp"].values())
     assert 0 < res["diag_uniform"] < 1
+    assert set(res["deceived"]) == {"0", "1", "2"}
+    for row in res["deceived"].values():
+        assert {"accuracy", "mass", "attention", "gradient", "LOO"} < set(row)
+        assert len(row["by_offset"]) == 8
 
 
 @pytest.mark.slow
@@ -111,3 +115,7 @@ def test_ch11_wp_json_reproduces_one_seed():
     row = mod.wp_row(base, train, test, 2)
     want = _load("ch11_wp.json")["wp"]["2"]
     assert all(abs(row[k] - want[k]) < 1e-6 for k in want), (row, want)
+    got = mod.deceived_row(train, test, 2)
+    want = _load("ch11_wp.json")["deceived"]["2"]
+    assert got["by_offset"] == pytest.approx(want.pop("by_offset"), abs=1e-6)
+    assert all(abs(got[k] - want[k]) < 1e-6 for k in want), (got, want)

@@ -5,8 +5,11 @@
 Writes ``src/attnlab/results/ch11_wp.json``. For each seed, chapter 11's BiLSTM on the
 focus task (the same model as ``ch11_seeds.py`` and the page: seed, build, fit), W&P's
 trained adversary (``wp_adversary``, λ = 0.001, 5 epochs, seed + 1) and their diagnostic
-MLP fed the base model's weights, the adversary's, and uniform weights. The page runs
-seed 0 live and asserts it equals the file's row.
+MLP fed the base model's weights, the adversary's, and uniform weights; and Pruthi et
+al.'s deceived model (λ = 0.1): accuracy, attention mass on the rationale, and recall@2
+of attention, gradient x input and leave-one-out, and its attention mass by offset
+from the word "overall". The page runs seed 0 live and asserts
+it equals the file's rows.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ import torch
 
 from attnlab.classifiers import accuracy_f1, predict_proba
 from attnlab.data import rationale_task
-from attnlab.explain import diagnostic_mlp, jsd, rationale_recall, wp_adversary
+from attnlab.explain import (
+    deceptive_loss,
+    diagnostic_mlp,
+    jsd,
+    rationale_recall,
+    wp_adversary,
+)
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "src/attnlab/results/ch11_wp.json"
@@ -53,19 +62,47 @@ def wp_row(base, train, test, seed: int) -> dict:
     }
 
 
+LAM = 0.1
+
+
+def deceived_row(train, test, seed: int) -> dict:
+    """Pruthi et al.'s penalty at λ = LAM: what the deceived model still uses."""
+    model = ch11_seeds.train_model(train, seed, loss_fn=deceptive_loss(LAM))
+    r = ch11_seeds.rankings(model, test, seed)
+    row = {"accuracy": accuracy_f1(model, test)[0]}
+    row["mass"] = (r["attention"] * test.rationale).sum(1).mean().item()
+    for name in ("attention", "gradient", "LOO"):
+        recall = rationale_recall(r[name], test.rationale, test.mask)
+        row[name] = recall.mean().item()
+    row["by_offset"] = [
+        (r["attention"] * m).sum(1).mean().item() for m in buckets(test)
+    ]
+    return row
+
+
+def buckets(data) -> list:
+    """Masks (N, T) of the positions at offsets <= -3, -2, ..., +3, >= +4 from the
+    word "overall" (chapter 11's leak figure)."""
+    p_over = (data.ids == data.vocab.stoi["overall"]).float().argmax(1)  # (N,)
+    offset = torch.arange(data.ids.shape[1])[None] - p_over[:, None]  # (N, T)
+    return [offset <= -3, *(offset == d for d in (-2, -1, 0, 1, 2, 3)), offset >= 4]
+
+
 def main():
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     train = rationale_task("focus", "train", n=2000, seed=0)
     test = rationale_task("focus", "test", n=300, seed=0)
-    out = {"meta": {"script": "tools/experiments/ch11_wp.py"}, "wp": {}}
+    out = {"meta": {"script": "tools/experiments/ch11_wp.py"}, "wp": {}, "deceived": {}}
     out["diag_uniform"] = diagnostic_mlp(
         train, test, uniform_weights(train), uniform_weights(test)
     )[0]
     for seed in SEEDS:
         base = ch11_seeds.train_model(train, seed)
         out["wp"][str(seed)] = wp_row(base, train, test, seed)
-        print(seed, out["wp"][str(seed)], f"({time.perf_counter() - t0:.0f} s)")
+        out["deceived"][str(seed)] = deceived_row(train, test, seed)
+        print(seed, out["wp"][str(seed)], out["deceived"][str(seed)])
+        print(f"({time.perf_counter() - t0:.0f} s)")
     out["meta"]["seconds"] = round(time.perf_counter() - t0, 1)
     OUT.write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", OUT)
