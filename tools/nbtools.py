@@ -87,7 +87,8 @@ def _uses_minilm(nb: dict) -> bool:
         for c in nb["cells"][1:]
         if c["cell_type"] == "code"
     )
-    return "attnlab.pretrained" in code or "MiniLM" in code
+    # the import or a constructor call, not the word in a comment or a caption
+    return re.search(r"\battnlab\.pretrained\b|\bMiniLM(\.\w+)?\(", code) is not None
 
 
 def _extra(name: str) -> list[str]:
