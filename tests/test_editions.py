@@ -135,7 +135,9 @@ def test_citations_name_authors_and_year_and_link(renderer):
     assert ref.link == "https://arxiv.org/abs/1607.06450"  # from the journal field
     two = renderer.refs["abnar2020quantifying"]
     assert two.names() == "Abnar and Zuidema"
-    assert renderer.refs["treviso2020attention"].link == ""  # lecture slides: no DOI/URL
+    assert (
+        renderer.refs["treviso2020attention"].link == ""
+    )  # lecture slides: no DOI/URL
     assert f"]({renderer.site}bibliography.html)" in text
 
 
