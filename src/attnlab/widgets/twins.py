@@ -160,7 +160,9 @@ def query_vs_keys_twin() -> Twin:
         ],
         data=data,
         note="Each row of the table is one scorer; its weights are the softmax of its "
-        "scores. Make the query long and watch every row turn one-hot.",
+        "scores. Make the query long: the dot, scaled-dot and bilinear rows turn "
+        "one-hot, while the additive row stays near 1/4 and the MLP row in between "
+        "(why?).",
     )
 
 
