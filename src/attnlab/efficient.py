@@ -260,7 +260,9 @@ def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, blo
 
 
 def _triton_usable(q) -> bool:
-    if not q.is_cuda:
+    """The Triton forward takes CUDA tensors in float16, bfloat16 or float32; float64
+    (gradcheck, references) stays on the torch loop."""
+    if not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
     from .kernels import triton_flash
 
