@@ -25,7 +25,7 @@ The glued numbers come from ``glue-snapshot.json``, a committed record of the va
 book's run glued, so the editions change only when a master or a value changes, not on
 every build. A value that varies from run to run (a timing) is never frozen into the
 text: its name is in :data:`VOLATILE_GLUE`, the snapshot leaves it out, and the editions
-point at the output above instead. When a refresh finds a value that changed although it
+point at the output of the measuring cell instead. When a refresh finds a value that changed although it
 is not listed there, it says so: either the run changed, or the name belongs in the list.
 """
 

@@ -8,7 +8,7 @@ markdown cell into CommonMark + ``$``-math with the same content:
 * ``{glue:text}`name:.2f``` -> the value from the book's run (:class:`Context.glue`),
   formatted as myst-nb formats it on the page; a value that varies from run to run
   (timings, listed in :data:`tools.editions.VOLATILE_GLUE`) becomes a pointer to the
-  output above instead of a frozen number;
+  output of the cell that measures it instead of a frozen number;
 * ``{cite:t}`key``` -> "[Author et al. (Year)](link)", ``{cite:p}`` -> "([Author et al.,
   Year](link))": the link is the entry's DOI, URL or arXiv id, else the site's
   bibliography page;
@@ -80,7 +80,9 @@ def format_plain_text(text: str, fmt_spec: str) -> str:
     return format(value, fmt_spec)
 
 
-VOLATILE_TEXT = "*(varies from run to run: see the output above)*"
+VOLATILE_TEXT = (
+    "*(varies from run to run: see the output of the cell that measures it)*"
+)
 
 
 # ---------------------------------------------------------------- bibliography

@@ -73,7 +73,7 @@ def write(src: Path, out: Path) -> list[Path]:
     """The student edition of every notebook in ``src``, rendered, into ``out``.
 
     Glued values come from the committed snapshot (tools/editions.py); a name missing
-    from it is shown as "see the output above" here (tests/test_editions.py fails on it
+    from it is shown as a pointer to the measuring cell here (tests/test_editions.py fails on it
     for the published copy)."""
     from tools import editions
 
