@@ -74,7 +74,7 @@ def test_skeleton_and_exercises(nb):
     checks = [
         c for c in cells if "attnlab.check." in _src(c) and c["cell_type"] == "code"
     ]
-    from attnlab.exercises import find_exercises
+    from attnlab.course.exercises import find_exercises
 
     # A written exercise (a derivation graded by hand) has no check cell: its answer is
     # a markdown cell and its worked solution is markdown only.

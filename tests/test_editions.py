@@ -142,7 +142,7 @@ def test_citations_name_authors_and_year_and_link(renderer):
 
 
 def test_exercise_boxes_read_like_the_site(renderer):
-    from attnlab import exercises
+    from attnlab.course import exercises
 
     for stem, master in renderer.masters.items():
         nb = renderer.render(stem, "student")

@@ -1,4 +1,4 @@
-"""The grader (attnlab.grade) and the notebook structure it reads (attnlab.exercises).
+"""The grader (attnlab.grade) and the notebook structure it reads (attnlab.course.exercises).
 
 The graded notebooks are chapter 2 (the fastest chapter) and variants of its student
 edition built here from its exercise structure, so the tests follow the chapter when
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab import exercises, grade
+from attnlab import grade
+from attnlab.course import exercises
 from tools import student
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +163,7 @@ def test_packaged_masters_are_fresh_and_used_without_a_clone(tmp_path, monkeypat
     assert masters.load() == masters.build(
         ROOT / "chapters", masters.editions_of(ROOT)
     ), (
-        "src/attnlab/grade/masters.json is stale: python -m attnlab.grade.build_masters "
+        "src/attnlab/course/grade/masters.json is stale: python -m attnlab.grade.build_masters "
         "chapters student"
     )
     monkeypatch.chdir(tmp_path)  # no chapters/ here

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from attnlab import exercises, grade
+from attnlab import grade
 from attnlab.check import recipe
+from attnlab.course import exercises
 from tools import student
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attnlab import exercises
+from attnlab.course import exercises
 from tools import instructors
 
 ROOT = Path(__file__).resolve().parents[1]

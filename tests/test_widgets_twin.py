@@ -33,7 +33,15 @@ from attnlab.widgets import (
     twins_structured,  # noqa: F401  (registers its check)
     twins_subquadratic,  # noqa: F401  (registers its check)
 )
-from attnlab.widgets.twin import CHECKS, JS_DIR, Readout, Twin, close, js_source
+from attnlab.widgets.twin import (
+    CHECKS,
+    JS_DIR,
+    Readout,
+    Twin,
+    close,
+    js_scripts,
+    js_source,
+)
 from tools.browser_check import _twin_case_problems, run_twins_only  # noqa: E402
 
 
@@ -131,7 +139,9 @@ def test_each_display_gets_a_fresh_id_and_a_check():
     assert ida != idb
     for twin in all_twins():
         assert twin.kind in CHECKS, f"twin {twin.kind} has no browser check"
-    assert {p.stem for p in JS_DIR.glob("*.js")} - {"core"} <= set(CHECKS)
+    scripts = js_scripts()  # every chapter folder's twin scripts
+    assert len(scripts) >= 12 and "core" not in scripts
+    assert set(scripts) <= set(CHECKS)
 
 
 def test_payload_cannot_close_the_script():

@@ -218,7 +218,7 @@ def _safe_format(text: str, fmt: str) -> str:
 def _targets(masters: dict[str, dict]) -> tuple[dict, dict]:
     """Every label of the book (exercises, ``(label)=`` targets) and the exercises'
     number and kinds, numbered as the site numbers them (tools/exercise_numbers.py)."""
-    from attnlab import exercises as ex_mod
+    from attnlab.course import exercises as ex_mod
 
     targets: dict[str, myst_plain.Target] = {}
     numbers: dict[str, dict[str, tuple[str, str]]] = {}

@@ -6,7 +6,7 @@ A Sphinx extension (``_config.yml``) with one directive, used in ``instructors.m
     ```
 
 For every chapter notebook in the book it lists the exercises as the notebooks define
-them (:mod:`attnlab.exercises`: the sphinx-exercise boxes, their solution and check
+them (:mod:`attnlab.course.exercises`: the sphinx-exercise boxes, their solution and check
 cells) with their kind, a time estimate, and what the check verifies: the check
 function's docstring and the labels of the cases it runs (read by calling the check
 with its ``run_check`` intercepted, so nothing is executed). Nothing in the table is
@@ -108,7 +108,7 @@ def table(paths: list[Path], link: bool = True, hand_out=None) -> str:
 
     ``hand_out(stem)`` gives the Markdown line with the links to hand out for a
     chapter (its student notebook), or nothing."""
-    from attnlab import exercises as exs
+    from attnlab.course import exercises as exs
 
     out = []
     for path in paths:

@@ -31,7 +31,6 @@ order and defaults included, is theirs):
 from __future__ import annotations
 
 from . import (
-    check,
     classifiers,  # the J&W classifier and a small Transformer (chapter 11)
     data,
     efficient,
@@ -59,3 +58,16 @@ from .train import noam_lr, noam_scheduler, token_loss
 from .transformer import *  # noqa: F403
 
 __version__ = "0.1.0"
+
+# Loaded on first use, so that ``import attnlab`` loads the library only: the course's
+# scaffolding (``attnlab.course``; its old names ``attnlab.check``, ``attnlab.widgets``,
+# ``attnlab.grade``) and matplotlib (``attnlab.plotting``).
+_LAZY = ("check", "course", "grade", "plotting", "widgets")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

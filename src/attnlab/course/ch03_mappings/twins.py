@@ -1,0 +1,97 @@
+"""Chapter 3's static twins (mapping_lab; see :mod:`attnlab.course.twin`).
+
+What the browser computes: softmax / sparsemax / 1.5-entmax of scaled scores. Next to each ``*_twin()``, a ``*_reference``
+computes with attnlab what the twin must display, and ``register_check`` tells the
+browser check (``tools/browser_check.py``) which settings to try.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ... import mappings as M
+from ..twin import (
+    Range,
+    Readout,
+    Select,
+    Twin,
+    TwinCheck,
+    register_check,
+)
+
+__all__ = ["mapping_lab_twin"]
+
+_MAPS = {"softmax": M.softmax, "sparsemax": M.sparsemax, "entmax15": M.entmax15}
+
+
+def _num(x: float) -> float:
+    return float(x) + 0.0  # no -0.0
+
+
+# ----------------------------------------------------------------- 1. mapping lab
+def mapping_lab_twin(scores=(1.2, 0.9, 0.1, -0.4, 0.7, -1.0)) -> Twin:
+    """Chapter 3: scale one set of scores ×0.1 … ×100 (log slider) and map them."""
+    scores = [float(s) for s in scores]
+    if not 1 <= len(scores) <= 12 or not all(math.isfinite(s) for s in scores):
+        raise ValueError(f"mapping_lab_twin: give 1 to 12 finite scores, got {scores}")
+    return Twin(
+        "mapping_lab",
+        "Mapping lab",
+        controls=[
+            Range("logscale", "scale (log)", -1, 2, 0.01, 0),
+            Select(
+                "mapping",
+                "mapping",
+                (
+                    ("softmax", "softmax"),
+                    ("sparsemax", "sparsemax"),
+                    ("entmax15", "1.5-entmax"),
+                ),
+                "softmax",
+            ),
+        ],
+        readouts=[
+            Readout("support", "support"),
+            Readout("entropy", "entropy"),
+            Readout("max", "largest weight"),
+            Readout("total", "sum"),
+        ],
+        data={"scores": scores},
+        note="The bars are the weights p of the scaled scores s (written under each "
+        "key); grey keys get exactly zero.",
+    )
+
+
+def _mapping_lab_reference(settings: dict, data: dict) -> dict:
+    scale = 10.0 ** float(settings["logscale"])
+    z = scale * torch.tensor(data["scores"], dtype=torch.float64)
+    p = _MAPS[settings["mapping"]](z)
+    q = p[p > 0]
+    out = {f"p:{j}": float(v) for j, v in enumerate(p)}
+    out.update(
+        support=int((p > 0).sum()),
+        entropy=_num(-(q * q.log()).sum()),
+        max=float(p.max()),
+        total=float(p.sum()),
+        logscale=scale,
+    )
+    return out
+
+
+register_check(
+    "mapping_lab",
+    TwinCheck(
+        cases=[
+            {"logscale": 0, "mapping": "softmax"},
+            {"logscale": 2, "mapping": "softmax"},
+            {"logscale": 2, "mapping": "sparsemax"},
+            {"logscale": 0, "mapping": "sparsemax"},
+            {"logscale": -1, "mapping": "sparsemax"},
+            {"logscale": 0.3, "mapping": "entmax15"},
+            {"logscale": -1, "mapping": "entmax15"},
+        ],
+        reference=_mapping_lab_reference,
+    ),
+)

@@ -1,0 +1,220 @@
+"""Checks for chapter 7 (the Transformer).
+
+* :func:`decoder_self_mask` — ``fn(tgt_lengths (B,), T) -> (B, T, T)`` boolean,
+  ``True`` = may attend: query t sees keys ``0..t`` that are real (``< length``).
+
+The expected answers come from :mod:`attnlab.masking` and attnlab's Transformer layers
+themselves.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..check_core import Case, close, run_check
+
+__all__ = ["decoder_self_mask"]
+
+# (not in __all__: every check module has one.)
+# check -> the library functions and classes its exercise asks the student to do
+# without (shared with the grader). The pre-LN exercise also may not call the layer it
+# is given: the check's layer refuses its own forward (see pre_ln_decoder_layer).
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "decoder_self_mask": (
+        "attnlab.masking.causal_mask",
+        "attnlab.masking.padding_mask",
+        "attnlab.masking.combine_masks",
+    ),
+    "label_smoothing_optimum": (),  # nothing in attnlab computes the optimum
+    "pre_ln_decoder_layer": ("torch.nn.TransformerDecoderLayer",),
+}
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def decoder_self_mask(fn):
+    """Check ``fn(tgt_lengths (B,), T) -> (B, T, T)`` bool, True = may attend."""
+    from ...masking import causal_mask, padding_mask
+
+    def ref(lengths, T):
+        keys = padding_mask(lengths, T)  # (B, T) real keys
+        return causal_mask(T)[None] & keys[:, None, :]  # (1, T, T) & (B, 1, T)
+
+    specs = [
+        (
+            "no padding",
+            [3],
+            3,
+            "query t (row) may see keys s = 0..t (columns), itself included: a lower "
+            "triangle with its diagonal, as a bool tensor (B, T, T)",
+        ),
+        ("length 1", [1], 1, "a single token sees itself: [[[True]]]"),
+        (
+            "padding",
+            [2, 4, 1],
+            4,
+            "mask the padded *keys* (columns) of each example; combine with & and "
+            "broadcast (B, 1, T) against (1, T, T)",
+        ),
+        ("all padding after the first", [1, 1], 3, "column 0 stays True"),
+    ]
+    cases = [
+        Case(label, (torch.tensor(lengths), T), ref(torch.tensor(lengths), T), hint)
+        for label, lengths, T, hint in specs
+    ]
+
+    def compare(got, expected):
+        return (
+            isinstance(got, torch.Tensor)
+            and got.dtype == torch.bool
+            and close(got, expected)
+        )
+
+    return run_check(
+        "decoder_self_mask", fn, cases, compare, forbid=FORBIDDEN["decoder_self_mask"]
+    )
+
+
+# ------------------------------------------------------------------ chapter 7 (2)
+__all__ += ["label_smoothing_optimum", "pre_ln_decoder_layer"]
+
+assert set(FORBIDDEN) == set(__all__)  # one entry per check
+
+
+def label_smoothing_optimum(fn) -> bool:
+    """Check ``fn(eps, V) -> (p_gold, min_loss)`` for label-smoothed cross-entropy.
+
+    The loss ``(1 - eps)(-log p_y) + eps · mean_c(-log p_c)`` over V classes is
+    smallest at ``p_y = 1 - eps + eps / V`` (the rest ``eps / V`` each); its minimum
+    is the entropy of that smoothed target. Reference: the closed form, and the loss
+    itself evaluated at the optimum in float64.
+    """
+    cases = []
+    for eps, V in ((0.1, 15), (0.1, 2), (0.0, 15), (0.3, 100), (0.1, 37000)):
+        p_gold = 1 - eps + eps / V
+        rest = eps / V
+        min_loss = -(p_gold * torch.tensor(p_gold, dtype=torch.float64).log()).item()
+        if rest > 0:
+            min_loss -= (
+                (V - 1) * rest * torch.tensor(rest, dtype=torch.float64).log().item()
+            )
+        hint = (
+            "with eps = 0 the best model puts probability 1 on the gold token: loss 0"
+            if eps == 0
+            else "the loss is the cross-entropy against the smoothed target q, which "
+            "gives every class eps/V, the gold one included (so gold gets "
+            "1 - eps + eps/V); it is smallest at p = q, where it equals the entropy "
+            "of q, not 0"
+        )
+        cases.append(Case(f"eps={eps}, V={V}", (eps, V), (p_gold, min_loss), hint))
+
+    def compare(got, expected):
+        try:
+            p, loss = (float(v) for v in got)
+        except (TypeError, ValueError):
+            return False
+        return abs(p - expected[0]) < 1e-6 and abs(loss - expected[1]) < 1e-5
+
+    return run_check(
+        "label_smoothing_optimum",
+        fn,
+        cases,
+        compare,
+        forbid=FORBIDDEN["label_smoothing_optimum"],
+    )
+
+
+def pre_ln_decoder_layer(fn) -> bool:
+    """Check ``fn(layer, y (B, T, D), memory (B, S, D), memory_mask (B, S))``, pre-LN.
+
+    Causal self-attention over ``y``, cross-attention to ``memory`` (padding keys
+    ``False`` in ``memory_mask``), FFN; each sub-block normalised at its input, with a
+    residual around it. Compared with ``attnlab.TransformerDecoderLayer(norm_first=True)``
+    (no final LayerNorm: that belongs to the stack).
+    """
+    with torch.random.fork_rng():  # fixed weights, the caller's RNG left alone
+        torch.manual_seed(11)
+        layer = _decoder_layer(activation="relu")
+        gelu = _decoder_layer(activation="gelu")
+    order = (
+        "normalise *before* each sub-block and add its output to the raw stream: "
+        "y = y + self_attn(norm1(y)), y = y + cross_attn(norm2(y), memory), "
+        "y = y + FFN(norm3(y)); no LayerNorm after the additions (that is post-LN)"
+    )
+    specs = [  # label, layer, B, T, S, source lengths, input scale, hint
+        ("T=1, no padding", layer, 1, 1, 3, [3], 1.0, order),
+        (
+            "T=4, no padding",
+            layer,
+            2,
+            4,
+            3,
+            [3, 3],
+            1.0,
+            "the self-attention is causal: target position t sees positions 0..t "
+            "only (attn_mask = lower-triangular (T, T), True = may attend)",
+        ),
+        (
+            "B=2, T=3, S=4, source padding",
+            layer,
+            2,
+            3,
+            4,
+            [4, 2],
+            1.0,
+            "memory_mask (B, S) is True on real source tokens: pass it to cross_attn "
+            "as key_padding_mask (attnlab's convention, no flip); the keys and "
+            "values of cross_attn are memory",
+        ),
+        ("inputs x 1000", layer, 2, 4, 3, [3, 1], 1000.0, order),
+        ("GELU", gelu, 2, 5, 4, [4, 4], 1.0, "use layer.activation, not F.relu"),
+    ]
+    cases = []
+    for i, (label, lay, B, T, S, lengths, scale, hint) in enumerate(specs):
+        g = _gen(800 + i)
+        y = torch.randn(B, T, 8, generator=g) * scale
+        memory = torch.randn(B, S, 8, generator=g)
+        mask = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        with torch.no_grad():
+            expected = lay(
+                tgt=y, memory=memory, tgt_mask=causal, memory_key_padding_mask=mask
+            )
+        cases.append(Case(label, (lay, y, memory, mask), expected, hint))
+
+    def compare(got, expected):
+        return close(got, expected, atol=1e-4 * float(expected.abs().max()), rtol=1e-4)
+
+    def no_forward(*args, **kwargs):
+        raise RuntimeError(
+            "you called layer(...) itself: write its forward from the sub-modules"
+        )
+
+    for lay in (layer, gelu):  # the answer gets layers whose own forward refuses
+        lay.forward = no_forward
+    try:
+        return run_check(
+            "pre_ln_decoder_layer",
+            fn,
+            cases,
+            compare,
+            forbid=FORBIDDEN["pre_ln_decoder_layer"],
+        )
+    finally:
+        for lay in (layer, gelu):
+            del lay.forward
+
+
+def _decoder_layer(activation):
+    from ...transformer import TransformerDecoderLayer
+
+    return TransformerDecoderLayer(
+        d_model=8,
+        n_heads=2,
+        d_ff=16,
+        dropout=0.0,
+        activation=activation,
+        norm_first=True,
+    ).eval()

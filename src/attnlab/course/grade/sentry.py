@@ -1,0 +1,610 @@
+"""The grader's eyes inside a student's kernel: what a student's cell cannot switch off.
+
+Nothing a notebook runs can be trusted: a cell can patch ``print``, ``torch``, ``numpy``
+or :mod:`attnlab.check`, and code inside a solution runs in the same process as the
+check. So the verdict is never taken from the kernel. The kernel only *records* the
+student's answers on the check's cases; the grader compares them in its own process
+(:mod:`attnlab.grade.replay`). What the kernel must not be able to fake is the record
+itself and the list of things the notebook did that a grade cannot accept (called
+a function the exercise asks the student to write, called a check's reference answer,
+patched the library, wrote to the installed package or to the reports, ...).
+
+:func:`install` runs in a fresh kernel before any cell of the notebook and sets up:
+
+* an **audit hook** (:pep:`578`, ``sys.addaudithook``): it cannot be removed, and no
+  Python code can reach it (it is referenced only by the interpreter; ``gc``
+  introspection, ``ctypes`` and frame access are themselves audited events that it
+  reports first). It holds a key the notebook never sees, a message counter, and a
+  TCP connection to the grader: every message it sends is numbered and signed
+  (HMAC-SHA256), and a sent message cannot be taken back, so a cell that tampers gets
+  reported before its tampering takes effect;
+* a **profile function** (``sys.setprofile``), switched on by the hook while a
+  published check cell runs (a student's own cells run under the hook alone). It keeps no state a cell could replace (its
+  constants live in its code object: ``__code__`` is read-only to a notebook, since
+  assigning it is an audited event) and forwards to the hook the calls it watches:
+  the return of :func:`attnlab.check._core._call_answer` (the student's answer on one
+  case, recorded as plain data: tensors, numbers, strings, tuples, lists, dicts; a
+  tensor subclass or any other object is recorded as rejected), and calls to the
+  functions the checks forbid (``FORBIDDEN`` of each check module) and to the checks'
+  own reference functions.
+
+Known limits (documented for instructors): code a student copies from the library's
+source or the website's solutions is not told apart from their own; answers computed
+ahead of the check in a student's own cells (the profile watches check cells only, to
+keep grading fast) are seen only through what the hook sees there (patches, writes,
+``gc``, ``ctypes``, processes); a thread is reported when started during a check, not
+followed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import sys
+
+PROTOCOL = 1
+
+
+def nonce(key: bytes, n: int) -> str:
+    """The n-th control nonce: the grader and the hook both derive it from the key."""
+    return hmac.new(key, f"control {n}".encode(), hashlib.sha256).hexdigest()[:24]
+
+
+def sign(key: bytes, body: str) -> str:
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def _trusted_roots() -> tuple[str, ...]:
+    import sysconfig
+
+    import attnlab
+
+    roots = {os.path.dirname(os.path.abspath(attnlab.__file__))}
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(name)
+        if path:
+            roots.add(os.path.realpath(path))
+            roots.add(os.path.abspath(path))
+    for path in sys.path:  # site-packages of this environment (venv, user site)
+        if path and "-packages" in path:
+            roots.add(os.path.realpath(path))
+            roots.add(os.path.abspath(path))
+    return tuple(sorted(r.rstrip("/") + "/" for r in roots))
+
+
+def _unwrap(obj):
+    seen = 0
+    while hasattr(obj, "__wrapped__") and seen < 10:
+        obj, seen = obj.__wrapped__, seen + 1
+    return obj
+
+
+def watched_codes(extra: dict[str, list[str]] | None = None):
+    """(answer code, {check: {code: dotted}}, {code: dotted} of reference functions,
+    set of every code object of the check modules, {C function: (check, dotted)})."""
+    import importlib
+    import inspect
+
+    import attnlab.check as check_pkg
+    from attnlab.check import _core
+
+    forbidden: dict[str, dict] = {}
+    c_forbidden: dict = {}
+    reference: dict = {}
+    all_check: set = set()
+
+    def codes_of(fn):
+        fn = _unwrap(fn)
+        if isinstance(fn, type):
+            init = fn.__dict__.get("__init__")
+            return [init.__code__] if hasattr(init, "__code__") else []
+        code = getattr(fn, "__code__", None)
+        return [code] if code is not None else []
+
+    def nested(code):
+        yield code
+        for c in code.co_consts:
+            if hasattr(c, "co_code"):
+                yield from nested(c)
+
+    for name in check_pkg.MODULES:
+        mod = importlib.import_module(f"attnlab.check.{name}")
+        public = set(getattr(mod, "__all__", ()))
+        for attr, obj in vars(mod).items():
+            if inspect.isfunction(obj) and obj.__module__ == mod.__name__:
+                for c in nested(obj.__code__):
+                    all_check.add(c)
+                if attr not in public and name not in ("_core", "_diagnose"):
+                    reference[obj.__code__] = f"{mod.__name__}.{attr}"
+            elif inspect.isclass(obj) and obj.__module__ == mod.__name__:
+                for member in vars(obj).values():
+                    if inspect.isfunction(member):
+                        for c in nested(member.__code__):
+                            all_check.add(c)
+        lists = list(getattr(mod, "FORBIDDEN", {}).items())
+        if name == "_core":  # once: the lists the grader adds (--forbid)
+            lists += list((extra or {}).items())
+        for check, names in lists:
+            table = forbidden.setdefault(check, {})
+            for dotted in names:
+                mod_name, _, attr = dotted.rpartition(".")
+                try:
+                    obj = getattr(importlib.import_module(mod_name), attr)
+                except (ImportError, AttributeError):
+                    continue
+                codes = codes_of(obj)
+                for c in codes:
+                    table[c] = dotted
+                if not codes and callable(obj):  # a C function (torch.softmax, ...)
+                    c_forbidden.setdefault(obj, []).append((check, dotted))
+    answer = _core._call_answer.__code__
+    all_check.discard(answer)
+    # The wrapper that checks put around the student's function to name the bug
+    # (check/_diagnose.py) calls it on the student's behalf: what it calls is the
+    # student's call, not a check using its own helper.
+    from attnlab.check import _diagnose
+
+    all_check.discard(_diagnose._Tracked.__call__.__code__)
+    return answer, forbidden, reference, all_check, c_forbidden
+
+
+# The profile function. Its one constant "@K@" is replaced by a tuple of what it needs
+# (see _make_profile), so it looks up no global, builtin or closure cell a notebook
+# could swap. Keep it free of nested functions and comprehensions.
+def _profile_template(frame, event, arg):
+    K = "@K@"
+    try:
+        if event == "call":
+            code = frame.f_code
+            if code in K[0]:
+                K[2]("attnlab.sentry.call", frame, code)
+        elif event == "return":
+            if frame.f_code is K[1]:
+                K[2]("attnlab.sentry.answer", frame, arg)
+        elif event == "c_call":
+            for c in K[3]:  # by identity: a bound method of a list cannot be hashed
+                if arg is c:
+                    K[2]("attnlab.sentry.ccall", frame, arg)
+    except BaseException:  # an interrupt (a time limit) must not remove the profile
+        return None
+
+
+def _make_profile(constants: tuple):
+    import types
+
+    code = _profile_template.__code__
+    consts = tuple(constants if c == "@K@" else c for c in code.co_consts)
+    return types.FunctionType(code.replace(co_consts=consts), {"__builtins__": {}})
+
+
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+PATH_EVENTS = {
+    "os.remove": 0,
+    "os.rename": 0,
+    "os.rmdir": 0,
+    "os.truncate": 0,
+    "os.chmod": 0,
+    "os.chown": 0,
+    "os.symlink": 1,
+    "os.link": 1,
+    "os.utime": 0,
+    "os.mkdir": 0,
+    "shutil.rmtree": 0,
+    "shutil.move": 1,
+    "shutil.copyfile": 1,
+    "shutil.copytree": 1,
+}
+FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"}
+# Names the kernel itself rebinds around each cell (stdin forwarding, IPython's
+# builtin trap, the last result).
+KERNEL_OWNED = {
+    "input",
+    "raw_input",
+    "exit",
+    "quit",
+    "get_ipython",
+    "display",
+    "_",
+    "__",
+}
+PROCESS_EVENTS = {
+    "subprocess.Popen",
+    "os.system",
+    "os.fork",
+    "os.forkpty",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.exec",
+    "pty.spawn",
+}
+
+
+def install(  # noqa: C901
+    port: int, key_file: str, protected: list[str], forbid: dict | None = None
+) -> None:
+    """Install the audit hook and the profile in this kernel and connect to the grader.
+
+    Called once, by the grader, before any cell of the notebook. ``key_file`` holds
+    the signing key (the grader deletes it as soon as this returns); ``protected``
+    lists folders no cell may write into (the installed package is always one);
+    ``forbid`` adds forbidden names per check to the check modules' ``FORBIDDEN``.
+    """
+    import _thread
+    import builtins
+    import socket
+    import types
+
+    import numpy as np
+    import torch
+
+    import attnlab
+    import attnlab.check
+    from attnlab.check import _core
+
+    with open(key_file, "rb") as f:
+        key = f.read()
+    roots = _trusted_roots()
+    package = os.path.dirname(os.path.abspath(attnlab.__file__)) + "/"
+    guarded = tuple(
+        sorted(
+            {package, *roots}
+            | {os.path.abspath(p).rstrip("/") + "/" for p in protected}
+        )
+    )
+    answer_code, forbidden, reference, all_check, c_forbidden = watched_codes(forbid)
+    watched = frozenset(
+        {answer_code, *reference, *(c for t in forbidden.values() for c in t)}
+    )
+    c_watched = {
+        _thread.start_new_thread: [("*", "_thread.start_new_thread")],
+        **c_forbidden,
+    }
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    audit = sys.audit
+    getframe = sys._getframe
+    setprofile = sys.setprofile
+    get_ident = _thread.get_ident
+    getpid = os.getpid
+    lock = _thread.allocate_lock()
+    dumps = json.dumps
+    sendall = sock.sendall
+    Tensor, Parameter = torch.Tensor, torch.nn.Parameter
+    tensor_numpy = torch._C.TensorBase.numpy
+    tensor_to = torch._C.TensorBase.to
+    ndarray = np.ndarray
+    np_generic = np.generic
+    tobytes = np.ndarray.tobytes
+    b64 = __import__("base64").b64encode
+    isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
+    abspath = os.path.abspath
+    fspath = os.fspath
+    modes_fn = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
+    dispatch_fn = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+    busy: set = set()
+    state = {"n": 0, "control": 0, "student": False, "check": False, "checks": ()}
+    protected_modules = [builtins, torch, torch.nn.functional, np]
+    protected_modules += [
+        m
+        for n, m in sorted(sys.modules.items())
+        if m is not None and (n == "attnlab" or n.startswith("attnlab."))
+    ]
+    class_dicts = [("torch.Tensor", Tensor), ("numpy.ndarray", ndarray)]
+
+    def snapshot():
+        snap = {}
+        for m in protected_modules:
+            name = getattr(m, "__name__", "?")
+            for attr, value in list(vars(m).items()):
+                if attr.startswith("_") and m is not builtins or attr in KERNEL_OWNED:
+                    continue
+                snap[(name, attr)] = value
+        for name, cls in class_dicts:
+            for attr, value in list(vars(cls).items()):
+                if not attr.startswith("_") or attr in ("__eq__", "__torch_function__"):
+                    snap[(name, attr)] = value
+        return snap
+
+    snap = [snapshot()]
+
+    def patched():
+        now = snapshot()
+        before = snap[0]
+        changed = sorted(
+            f"{m}.{a}"
+            for (m, a), v in before.items()
+            if (m, a) in now and now[(m, a)] is not v
+        )
+        changed += sorted(
+            f"{m}.{a} (deleted)" for (m, a) in before if (m, a) not in now
+        )
+        snap[0] = now
+        return changed
+
+    def send(kind, **fields):
+        with lock:
+            state["n"] += 1
+            body = dumps({"n": state["n"], "kind": kind, **fields}, default=str_)
+            line = body + "\t" + sign(key, body) + "\n"
+            try:
+                sendall(line.encode())
+            except OSError:
+                pass
+
+    def trusted(code) -> bool:
+        name = code.co_filename
+        return name.startswith(roots) or name.startswith("<frozen ")
+
+    def student_frames(frame):
+        """Non-library frames on the stack, except the outermost (the cell itself)."""
+        found = []
+        while frame is not None:
+            if not trusted(frame.f_code):
+                found.append(frame)
+            frame = frame.f_back
+        return found[:-1]
+
+    def student_on_stack(frame) -> bool:
+        while frame is not None:
+            if not trusted(frame.f_code):
+                return True
+            frame = frame.f_back
+        return False
+
+    def answer_frame(frame):
+        while frame is not None:
+            if frame.f_code is answer_code:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def encode(x, depth=0, budget=None):
+        budget = budget if budget is not None else [2_000_000]
+        t = type_(x)
+        if depth > 20:
+            return {"reject": "nested too deeply"}
+        if x is None or t is bool or t is int or t is float:
+            return {"v": x} if t is not float or x == x else {"float": repr_(x)}
+        if t is str:
+            return {"v": x[:20000]}
+        if t is tuple or t is list or t is torch.Size:
+            if len_(x) > 10000:
+                return {"reject": f"a {t.__name__} of {len_(x)} items"}
+            return {
+                "seq": t.__name__,
+                "items": [encode(e, depth + 1, budget) for e in x],
+            }
+        if t is dict:
+            if any(type_(k) is not str for k in x):
+                return {"reject": "a dict with non-string keys"}
+            return {"dict": {k: encode(v, depth + 1, budget) for k, v in x.items()}}
+        if t is Tensor or t is Parameter:
+            if modes_fn() or dispatch_fn():
+                return {"reject": "a tensor made while a torch mode was active"}
+            try:
+                dtype = str_(x.dtype)
+                y = x
+                if dtype in ("torch.bfloat16",) or "float8" in dtype:
+                    y = tensor_to(x, torch.float32)
+                arr = tensor_numpy(y, force=True)
+            except Exception as err:  # sparse, quantized, meta, nested, ...
+                return {
+                    "reject": f"a tensor that cannot be read ({type_(err).__name__})"
+                }
+            budget[0] -= arr.size
+            if budget[0] < 0:
+                return {"reject": "an answer too large to record"}
+            return {
+                "tensor": dtype,
+                "np": arr.dtype.str,
+                "shape": list(arr.shape),
+                "data": b64(tobytes(arr)).decode(),
+            }
+        if t is ndarray:
+            if x.dtype.hasobject:
+                return {"reject": "a numpy array of objects"}
+            return {
+                "ndarray": x.dtype.str,
+                "shape": list(x.shape),
+                "data": b64(tobytes(x)).decode(),
+            }
+        if isinstance_(x, np_generic) and t.__module__ == "numpy":
+            arr = np.asarray(x)
+            if arr.dtype.hasobject:
+                return {"reject": "a numpy object scalar"}
+            return {"npscalar": arr.dtype.str, "data": b64(tobytes(arr)).decode()}
+        return {"reject": f"a {t.__module__}.{t.__qualname__} object"}
+
+    def on_call(frame, code):
+        ans = answer_frame(frame.f_back)
+        cell_checks = state["checks"]
+        if ans is not None:
+            loc = ans.f_locals
+            names = (loc.get("name"),)
+        else:
+            names = cell_checks
+        for check in names:
+            dotted = forbidden.get(check, {}).get(code)
+            if dotted is None:
+                continue
+            if ans is not None or student_frames(frame.f_back):
+                send("violation", what="forbidden", name=dotted, check=check)
+                return
+        dotted = reference.get(code)
+        if dotted is None:
+            return
+        caller = frame.f_back
+        if caller is not None and caller.f_code in all_check and caller is not ans:
+            return  # a check calling its own helper
+        if ans is not None:
+            args = ans.f_locals.get("args") or ()
+            own = {getattr(_unwrap(a), "__code__", None) for a in args}
+            if code in own:
+                return  # a function the check handed to the student's function
+        send("violation", what="reference", name=dotted)
+
+    def on_answer(frame, outcome):
+        loc = frame.f_locals
+        name, index = loc.get("name"), loc.get("index")
+        if type_(outcome) is not tuple or not outcome:
+            send("answer", name=str_(name), index=index, outcome=["raised", "?"])
+            return
+        kind = outcome[0]
+        if kind == "ok" and len_(outcome) == 2:
+            send(
+                "answer",
+                name=str_(name),
+                index=index,
+                outcome=["ok", encode(outcome[1])],
+            )
+        else:
+            send(
+                "answer",
+                name=str_(name),
+                index=index,
+                outcome=[str_(e) for e in outcome],
+            )
+
+    def guarded_path(path) -> bool:
+        try:
+            p = abspath(fspath(path))
+        except Exception:
+            return False
+        return (p + "/").startswith(guarded) or p.startswith("/proc/")
+
+    def hook(event, args):
+        if event == "object.__getattr__" and args[1] == "f_code":
+            return  # the profile's own reads (a cell needs a frame first: audited)
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            blocked = watch(event, args)
+        except Exception as err:  # the hook must never break the notebook by mistake
+            blocked = None
+            try:
+                send("error", detail=f"{type_(err).__name__}: {err}")
+            except Exception:
+                pass
+        finally:
+            busy.discard(me)
+        if blocked:
+            # PEP 578: an exception from the hook stops the operation itself.
+            raise PermissionError(f"the grader does not allow this ({blocked})")
+
+    def block(what, name):
+        send("violation", what=what, name=name)
+        return name
+
+    def watch(event, args):  # noqa: C901
+        if True:  # (one indent level kept from when this was the hook's body)
+            if event.startswith("attnlab.sentry."):
+                caller = getframe(2)  # 0: watch, 1: hook, 2: who audited
+                if caller.f_code is not profile_code:
+                    return block("tamper", f"forged {event}")
+                if event == "attnlab.sentry.answer":
+                    on_answer(args[0], args[1])
+                elif event == "attnlab.sentry.call":
+                    if state["student"]:
+                        on_call(args[0], args[1])
+                elif state["student"]:
+                    for check, dotted in c_watched.get(args[1], ()):
+                        if check == "*":
+                            send("violation", what="tamper", name="started a thread")
+                        elif (
+                            answer_frame(args[0]) is not None
+                            or check in state["checks"]
+                        ):
+                            send(
+                                "violation", what="forbidden", name=dotted, check=check
+                            )
+                return
+            if event == "attnlab.grader":
+                op, given = args[0], args[1]
+                state["control"] += 1
+                if given != nonce(key, state["control"]):
+                    return block("tamper", f"forged grader control {op}")
+                if op == "begin":
+                    state["student"], state["check"] = True, bool(args[2])
+                    state["checks"] = tuple(args[3])
+                    if state["check"]:  # the profile costs time: checks only
+                        setprofile(profile)
+                    send("ack", op=op, nonce=given)
+                elif op == "end":
+                    setprofile(None)
+                    was = state["student"]
+                    state["student"] = state["check"] = False
+                    state["checks"] = ()
+                    changed = patched()
+                    if changed and was:
+                        send("violation", what="patch", name=", ".join(changed[:8]))
+                    send("ack", op=op, nonce=given)
+                else:  # sync after a chapter cell: take its changes as the new normal
+                    patched()
+                    send("ack", op=op, nonce=given)
+                return
+            if event in ("sys.setprofile", "sys.settrace"):
+                return block("tamper", event)
+            elif event.startswith("gc.get_"):
+                return block("tamper", event)
+            elif event in ("os.kill", "os.killpg") and args[0] != getpid():
+                return block("tamper", f"{event} {args[0]}")
+            elif event == "object.__setattr__" and args[1] in ("__code__",):
+                return block("tamper", f"replaced a function's {args[1]}")
+            elif event == "open":
+                path, mode, flags = args
+                if path is not None and guarded_path(path):
+                    writes = (flags or 0) & WRITE_FLAGS or any(
+                        c in str_(mode) for c in "wax+"
+                    )
+                    if writes or str_(fspath(path)).startswith("/proc/"):
+                        return block("write", f"opened {path!s} ({mode})")
+            elif event in PATH_EVENTS:
+                if any(
+                    guarded_path(a) for a in args[:2] if isinstance_(a, (str, bytes))
+                ):
+                    return block("write", f"{event} {args[0]!s}")
+            elif not state["student"]:
+                return
+            elif event in PROCESS_EVENTS or event.startswith("os.exec"):
+                if student_on_stack(getframe(2)):
+                    return block("tamper", f"started a process ({event})")
+            elif event == "socket.connect":
+                if student_on_stack(getframe(2)):
+                    return block("tamper", "opened a network connection")
+            elif state["check"] and (
+                event == "sys._getframe"
+                or (event == "object.__getattr__" and args[1] in FRAME_ATTRS)
+            ):
+                found = student_frames(getframe(1))
+                if found:
+                    code = found[0].f_code
+                    where = f"{code.co_name} in {code.co_filename}:{found[0].f_lineno}"
+                    send("violation", what="frames", name=f"{event}, from {where}")
+            elif trusted(getframe(2).f_code):
+                return  # library code at work (an import, a traceback printed, ...)
+            elif event.startswith("ctypes."):
+                return block("tamper", f"used ctypes ({event})")
+            elif event in ("code.__new__",):
+                return block("tamper", "built a code object")
+            elif (
+                event == "compile"
+                and isinstance_(args[1], str)
+                and args[1].startswith(roots)
+            ):
+                return block("tamper", f"compiled code as {args[1]}")
+            elif event == "marshal.loads":
+                return block("tamper", "loaded marshalled code")
+        return None
+
+    profile = _make_profile((watched, answer_code, audit, tuple(c_watched)))
+    profile_code = profile.__code__
+    _core._GRADING = True
+    snap[0] = snapshot()
+    sys.addaudithook(hook)
+    send("hello", protocol=PROTOCOL, pid=os.getpid())
+    del types
