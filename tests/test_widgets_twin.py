@@ -35,6 +35,7 @@ from attnlab.widgets import (
 )
 from attnlab.widgets.twin import (
     CHECKS,
+    HEAD,
     JS_DIR,
     Readout,
     Twin,
@@ -308,3 +309,16 @@ def test_head_view_twin_reads_its_thousandths():
         twins_pretrained.head_view_twin(
             {"s": {"tokens": ["a", "b", "c"], "weights": torch.ones(1, 1, 2, 2)}}
         )
+
+
+def test_positional_dot_depends_only_on_the_offset():
+    """The twin's bottom panel: PE[p] . PE[p + k] read from attnlab's table equals the
+    identity the reference uses (a sum of cos(w_i k)), at every position p."""
+    from attnlab.course.ch07_transformer.twins import _positional_reference
+
+    data = {"n_positions": 64, "d_model": 32, "base": 10000.0}
+    pe = attnlab.sinusoidal_encoding(128, 32, dtype=torch.float64)  # (P, D)
+    for pos, k in ((10, 4), (40, -7), (50, 32), (0, 0), (33, 1)):
+        ref = _positional_reference({"position": pos, "dim": 0, "offset": k}, data)
+        assert abs(float(pe[pos] @ pe[pos + k]) - ref["dot"]) < 1e-9
+    assert tw.positional_twin().head == HEAD  # it follows a static figure

@@ -1,6 +1,7 @@
 /* Chapter 7: the sinusoidal positional encoding PE[pos, 2i] = sin(pos / base^(2i/D)),
  * PE[pos, 2i+1] = cos(...), computed here; one position (a row) and one feature (a
- * column) picked out. */
+ * column) picked out. Below: PE[pos] . PE[pos + k] against the offset k, computed as
+ * the dot product of the two rows (positions outside the table use the same formula). */
 attnlabTwin.define('positional', function (t) {
   var P = t.data.n_positions, D = t.data.d_model, base = t.data.base;
   function pe(pos, dim) {
@@ -32,8 +33,26 @@ attnlabTwin.define('positional', function (t) {
     b += t.el('path', { d: path, fill: 'none', stroke: 'var(--tw-a2)', 'stroke-width': 2 });
     b += t.el('circle', { cx: X0 + pos * Wc / (P - 1), cy: mid - amp * v, r: 5, fill: 'var(--tw-a1)' });
     b += t.text(X0, 12, 'feature ' + dim + ' (' + (dim % 2 ? 'cos' : 'sin') + ') over positions 0…' + (P - 1), { 'font-size': 10 });
-    t.plot.innerHTML = t.svg(X0 + Wc + 10, y0 + P * ch + 16, b, 'sinusoidal positional encoding');
+    // Bottom: the dot product of the position's code with the code k positions away.
+    var off = t.value('offset'), K = 32, yB = y0 + P * ch + 40, hB = 90, WB = X0 + Wc - x0;
+    function dot(k) { var s = 0; for (var d = 0; d < D; d++) s += pe(pos, d) * pe(pos + k, d); return s; }
+    var dk = dot(off), top = D / 2, dpath = '', dots = [], lo = Infinity;
+    for (var k = -K; k <= K; k++) { dots.push(dot(k)); lo = Math.min(lo, dots[dots.length - 1]); }
+    lo = Math.min(0, Math.floor(lo));
+    function bx(k) { return x0 + (k + K) * WB / (2 * K); }
+    function by(s) { return yB + hB - 4 - (hB - 8) * (s - lo) / (top - lo); }
+    for (k = -K; k <= K; k++) dpath += (k === -K ? 'M' : 'L') + bx(k).toFixed(1) + ' ' + by(dots[k + K]).toFixed(1);
+    b += t.el('line', { x1: x0, x2: x0 + WB, y1: by(lo), y2: by(lo), stroke: 'currentColor', 'stroke-opacity': 0.3 });
+    b += t.text(x0 - 4, by(lo) + 3, String(lo), { 'text-anchor': 'end', 'font-size': 9 });
+    b += t.text(x0 - 4, by(top) + 3, String(top), { 'text-anchor': 'end', 'font-size': 9 });
+    b += t.el('line', { x1: bx(0), x2: bx(0), y1: yB, y2: yB + hB, stroke: 'currentColor', 'stroke-opacity': 0.3 });
+    b += t.el('path', { d: dpath, fill: 'none', stroke: 'var(--tw-a2)', 'stroke-width': 2 });
+    b += t.el('circle', { cx: bx(off), cy: by(dk), r: 5, fill: 'var(--tw-a1)' });
+    b += t.text(x0, yB - 8, 'PE[' + pos + '] · PE[' + pos + ' + k] for k = −' + K + ' … ' + K + ' (peak D/2 = ' + top + ' at k = 0)', { 'font-size': 10 });
+    b += t.text(x0 + WB, yB + hB + 12, 'offset k →', { 'text-anchor': 'end', 'font-size': 9 });
+    t.plot.innerHTML = t.svg(X0 + Wc + 10, yB + hB + 16, b, 'sinusoidal positional encoding and the dot product of two positions against their offset');
     t.readout('value', v, t.fmt(v, 4));
     t.readout('wavelength', wl, t.fmt(wl, 1) + ' positions');
+    t.readout('dot', dk, t.fmt(dk, 3));
   };
 });
