@@ -15,6 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 
+from attnlab.course.ch06_multihead.twins import slides_bug_twin  # noqa: E402
 from attnlab.explain import jsd  # noqa: E402
 from attnlab.widgets import structured as S  # noqa: E402
 from attnlab.widgets.fast_attention import tile_map  # noqa: E402
@@ -53,6 +54,7 @@ def all_twins():
         tile_map_twin(),
         attention_pattern_twin(),
         _adversary(),
+        slides_bug_twin(),
     ]
 
 
@@ -115,6 +117,25 @@ def test_adversary_reference():
     assert r2["jsd"] == float(jsd(w, a)) and r2["dy"] <= 0.1
     with pytest.raises(ValueError, match="eps_steps"):
         adversary_twin(_decode(), torch.zeros(2, 4), torch.ones(2) / 2, ["a", "b"], [])
+
+
+def test_slides_bug_reference_is_the_widgets_view():
+    from attnlab.course.ch06_multihead.twins import _reference
+
+    assert _reference({"T": 6, "H": 3}, {}) == {
+        "raises": False,
+        "rows": 2,
+        "seen": "0,3 | 1,4 | 2,5",
+    }
+    assert _reference({"T": 7, "H": 3}, {})["raises"] is True
+
+
+def test_import_all_twins_registers_every_chapters_checks():
+    from attnlab.course.twin import import_all_twins
+
+    names = import_all_twins()
+    assert "attnlab.course.ch06_multihead.twins" in names
+    assert {"slides_bug", "positional", "tile_map", "adversary"} <= set(CHECKS)
 
 
 def test_bad_arguments_raise():

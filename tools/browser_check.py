@@ -662,13 +662,9 @@ async def check_twins(
     Screenshots of each twin, in the light and the dark theme, go to ``shots``
     (none when it is None).
     """
-    import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
-    import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
-    import attnlab.widgets.twins_fast_attention  # noqa: F401  (chapter 8's tiles)
-    import attnlab.widgets.twins_pretrained  # noqa: F401  (chapter 10's head view)
-    import attnlab.widgets.twins_structured  # noqa: F401  (chapter 4's alignment lab)
-    import attnlab.widgets.twins_subquadratic  # noqa: F401  (chapter 9's patterns)
-    from attnlab.widgets.twin import CHECKS
+    from attnlab.course.twin import CHECKS, import_all_twins
+
+    import_all_twins()  # every chapter's twins.py registers its checks
 
     errors, lines = [], []
     twins = await browser.evaluate(TWINS_ON_PAGE) or []

@@ -52,6 +52,7 @@ __all__ = [
     "HEAD",
     "HEAD_AFTER_WIDGET",
     "register_check",
+    "import_all_twins",
     "js_source",
     "js_scripts",
 ]
@@ -196,6 +197,20 @@ HEAD_AFTER_WIDGET = (
     "<b>Runs in your browser</b>: on the website, where the widget above is a "
     "snapshot, this panel recomputes."
 )
+
+
+def import_all_twins() -> list[str]:
+    """Import every chapter's ``twins.py`` (``attnlab/course/chNN_topic/twins.py``), so
+    that each registers its browser checks in :data:`CHECKS`; returns their names."""
+    import importlib
+
+    names = [
+        f"attnlab.course.{p.parent.name}.twins"
+        for p in sorted(JS_DIR.parent.glob("ch*/twins.py"))
+    ]
+    for name in names:
+        importlib.import_module(name)
+    return names
 
 
 def js_scripts() -> dict[str, Path]:
