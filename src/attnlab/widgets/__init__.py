@@ -5,3 +5,7 @@ Convention: the function that draws an experiment is a plain function of plain v
 widget only wires ipywidgets sliders to it with :func:`ipywidgets.interactive`. Nothing
 here waits for user input, and importing it never needs a display.
 """
+
+# The twins that run chapter 1's and chapter 7's trained models register their browser
+# checks on import, so every script in twin_js/ has one wherever twins are checked.
+from . import twins_live  # noqa: E402, F401

@@ -44,6 +44,7 @@ __all__ = [
     "Range",
     "Select",
     "Checkbox",
+    "Text",
     "Readout",
     "Twin",
     "TwinCheck",
@@ -132,6 +133,26 @@ class Checkbox:
 
 
 @dataclass(frozen=True)
+class Text:
+    """A one-line text box ``<input type="text">`` with its label before it; every
+    keystroke fires ``input`` (the twin recomputes as the reader types)."""
+
+    name: str
+    label: str
+    value: str = ""
+    maxlength: int = 200
+
+    def html(self, uid: str) -> str:
+        cid = f"{uid}-{self.name}"
+        return (
+            f'<label for="{cid}">{html.escape(self.label)}</label>'
+            f'<input type="text" id="{cid}" name="{self.name}" '
+            f'value="{html.escape(self.value)}" maxlength="{self.maxlength}" '
+            f'autocomplete="off" autocapitalize="off" spellcheck="false" {_KEEP_KEYS}>'
+        )
+
+
+@dataclass(frozen=True)
 class Readout:
     """A labelled number below the plot: ``label <output data-readout=name>``."""
 
@@ -169,6 +190,9 @@ html[data-theme=dark] .attnlab-twin{--tw-a1:#f0a060;--tw-a2:#7fb8f0;--tw-a3:#5cc
  border-radius:4px;padding:.1em .3em;min-height:44px;max-width:100%}
 .attnlab-twin select option{color:#111;background:#fff}
 .attnlab-twin .twin-check{min-height:44px}
+.attnlab-twin input[type=text]{color:inherit;background:transparent;font:inherit;
+ border:1px solid var(--tw-border);border-radius:4px;padding:.1em .4em;min-height:44px;
+ box-sizing:border-box;width:min(16em,100%)}
 .attnlab-twin input[type=checkbox]{width:44px;height:44px;margin:0;accent-color:var(--tw-a1)}
 .attnlab-twin :focus-visible{outline:2px solid var(--tw-a2);outline-offset:2px}
 .attnlab-twin output{font-variant-numeric:tabular-nums;min-width:3.5em;display:inline-block}
@@ -194,13 +218,15 @@ HEAD_AFTER_WIDGET = (
 )
 
 
-def js_source(kind: str) -> str:
-    """The runtime plus the script of twin ``kind`` (``twin_js/<kind>.js``)."""
+def js_source(kind: str, libs: tuple = ()) -> str:
+    """The runtime, the libraries ``twin_js/lib/<lib>.js`` named in ``libs`` (e.g.
+    ``("nn",)``), then the script of twin ``kind`` (``twin_js/<kind>.js``)."""
     path = JS_DIR / f"{kind}.js"
     if not path.exists():
         known = sorted(p.stem for p in JS_DIR.glob("*.js") if p.stem != "core")
         raise ValueError(f"no twin script {path.name}; known twins: {known}")
-    return (JS_DIR / "core.js").read_text() + "\n" + path.read_text()
+    parts = [JS_DIR / "core.js", *(JS_DIR / "lib" / f"{lib}.js" for lib in libs), path]
+    return "\n".join(p.read_text() for p in parts)
 
 
 def _json_for_script(data) -> str:
@@ -224,6 +250,7 @@ class Twin:
     data: dict = field(default_factory=dict)
     note: str = ""
     head: str = HEAD_AFTER_WIDGET
+    libs: tuple = ()  # libraries of twin_js/lib/ the script needs, e.g. ("nn",)
 
     def html(self) -> str:
         uid = f"attnlab-twin-{self.kind}-{os.getpid():x}-{next(_ids)}"
@@ -241,7 +268,7 @@ class Twin:
             f'<div class="twin-readouts">{readouts}</div>{note}'
             f'<script type="application/json" class="twin-data">'
             f"{_json_for_script(self.data)}</script></div>"
-            f"<script>{js_source(self.kind)}\nattnlabTwin.mount({json.dumps(uid)});"
+            f"<script>{js_source(self.kind, self.libs)}\nattnlabTwin.mount({json.dumps(uid)});"
             f"</script>"
         )
 
