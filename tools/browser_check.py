@@ -574,7 +574,8 @@ TWIN_SET = r"""
     readouts[el.dataset.readout] = {text: el.textContent,
                                     value: el.getAttribute('data-value')};
   });
-  return {actual, readouts, error: root.getAttribute('data-twin-error')};
+  return {actual, readouts, error: root.getAttribute('data-twin-error'),
+          decode_ms: root.dataset.decodeMs ? Number(root.dataset.decodeMs) : null};
 })
 """
 
@@ -665,6 +666,7 @@ async def check_twins(
     import attnlab.widgets.twins  # noqa: F401  (registers the course's twins)
     import attnlab.widgets.twins_explanation  # noqa: F401  (chapter 11's twin)
     import attnlab.widgets.twins_fast_attention  # noqa: F401  (chapter 8's tiles)
+    import attnlab.widgets.twins_live  # noqa: F401  (chapters 1 and 7: trained models)
     import attnlab.widgets.twins_pretrained  # noqa: F401  (chapter 10's head view)
     import attnlab.widgets.twins_structured  # noqa: F401  (chapter 4's alignment lab)
     import attnlab.widgets.twins_subquadratic  # noqa: F401  (chapter 9's patterns)
@@ -687,7 +689,7 @@ async def check_twins(
             errors.append(f"{where}: no browser check registered for this kind")
             continue
         cases = check.cases_for(tw["data"])
-        seen, n_bad = set(), 0
+        seen, n_bad, decode = set(), 0, []
         for case in cases:
             got = await browser.evaluate(
                 f"({TWIN_SET})({json.dumps(tw['id'])}, {json.dumps(case)})"
@@ -696,6 +698,8 @@ async def check_twins(
             n_bad += bool(found)
             errors += found
             seen.add(json.dumps(got.get("readouts"), sort_keys=True))
+            if got.get("decode_ms") is not None:  # a twin that runs a model
+                decode.append(got["decode_ms"])
         if len(cases) > 1 and len(seen) < 2:
             errors.append(f"{where}: readouts did not change as the controls moved")
         if not await _keyboard_moves(browser, tw["id"]):
@@ -718,12 +722,29 @@ async def check_twins(
         mount = tw["mount_ms"] or 0.0
         if mount > 1000:
             errors.append(f"{where}: took {mount:.0f} ms to start (budget 1000 ms)")
+        timing = ""
+        if decode:  # a trained model in the page: its weight and one decode's time
+            decode.sort()
+            median = decode[len(decode) // 2]
+            timing = f"; one decode {median:.1f} ms (median), {decode[-1]:.1f} ms (max)"
+            if median > 50:
+                errors.append(f"{where}: a decode takes {median:.0f} ms (budget 50 ms)")
+            if tw["bytes"] > 1_000_000 * len(check_models(tw["data"])):
+                errors.append(
+                    f"{where}: {tw['bytes'] / 1e6:.2f} MB of page weight (budget 1 MB "
+                    "per model)"
+                )
         lines.append(
             f"{'FAIL' if n_bad else 'ok  '} {where:44s} {len(cases)} settings, "
             f"{n_bad} off; script+data {tw['bytes'] / 1024:.1f} KB, "
-            f"starts in {mount:.1f} ms"
+            f"starts in {mount:.1f} ms{timing}"
         )
     return errors, lines
+
+
+def check_models(data: dict) -> list:
+    """The trained models a twin's payload carries (attnlab.widgets.twins_live)."""
+    return list(data.get("models", {}).values()) or ([data] if "blob" in data else [])
 
 
 async def run_twins_only(

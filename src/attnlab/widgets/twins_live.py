@@ -207,6 +207,7 @@ def date_translator_twin(
         ],
         data=data,
         head=HEAD,
+        libs=("nn",),
         note="Each keystroke runs the encoder once and the decoder once per output "
         "character, greedily, in float32. Rows of the heatmap: the character written "
         "at that step; columns: the source tokens; the cells: the weights the chosen "
@@ -338,6 +339,7 @@ def seq2seq_live_twin(
         ],
         data=data,
         head=HEAD,
+        libs=("nn",),
         note="Both models decode greedily in float32 on every keystroke. Red letters "
         "differ from the true reversal. The heatmap is the attention model's: one row "
         "per output step, one column per source letter.",
