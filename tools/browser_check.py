@@ -24,6 +24,9 @@ ran, it asserts:
   set to the settings its registered check lists, and each readout must equal
   attnlab's own number within the check's tolerance; its controls are labelled and
   focusable, it starts in under a second, and its text stands out in the dark theme.
+  A twin that runs a trained model (attnlab.widgets.twins_live) gets its typed inputs
+  (>= 50 per model) the same way; its decode time is printed (budget 50 ms, median)
+  and its page weight too (budget 1 MB per model).
 
 Screenshots go to the shots folder: the top of each page, and on chapter pages the first
 widget and the first exercise with its (collapsed) solution, and every twin in the

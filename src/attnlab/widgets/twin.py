@@ -7,9 +7,9 @@ output works in Jupyter, JupyterLab, Colab and on the built site.
 
 What a twin is made of:
 
-* controls, declared in Python (:class:`Range`, :class:`Select`, :class:`Checkbox`),
-  rendered as labelled ``<input type="range">``, ``<select>``, ``<input
-  type="checkbox">`` (keyboard-operable as they are);
+* controls, declared in Python (:class:`Range`, :class:`Select`, :class:`Checkbox`,
+  :class:`Text`), rendered as labelled ``<input type="range">``, ``<select>``, ``<input
+  type="checkbox">``, ``<input type="text">`` (keyboard-operable as they are);
 * readouts (:class:`Readout`): every number the twin displays sits in an element with
   ``data-readout="<name>"``, whose text the script rewrites on every ``input`` event and
   whose ``data-value`` attribute holds the exact value (for the tests);
