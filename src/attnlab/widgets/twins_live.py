@@ -267,7 +267,7 @@ def date_cases(data: dict | None = None, n: int = 48) -> list[dict]:
         "22..2026",  # int('') refused
         "22.xx.2026",
         "22 November 2026!",  # an unknown token, read as <unk>
-        "Sept 3, 1999",  # "Sept" is unknown
+        "Sept 3, 1999",  # "Sept" is no month name: refused
         "3 Mai 2011.x.y",
         "29 February 2100",  # no such date: the model writes one anyway
         "1 January 3000",  # a year outside 1900-2099
