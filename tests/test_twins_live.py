@@ -164,6 +164,11 @@ const res = [];
 function tokensOf(ids) { const out = []; for (const i of ids) { if (i === 2) break;
   if (i === 0 || i === 1) continue; out.push(d.tgt_itos[i] || '<unk>'); } return out; }
 if (inp.kind === 'repr') { console.log(JSON.stringify(inp.inputs.map(N.repr))); process.exit(0); }
+if (inp.kind === 'tok') {
+  console.log(JSON.stringify(inp.inputs.map((t) => [N.tasks.date.tokenize(t),
+    N.tasks.reversal.tokenize(t), N.pyIntOk(t), N.refusal('date', t, N.tasks.date.tokenize(t))])));
+  process.exit(0);
+}
 if (inp.kind === 'date') {
   const m = N.transformer(N.load(d), d.hp);
   for (const c of inp.inputs) {
@@ -263,6 +268,28 @@ def test_runtime_writes_pythons_repr(tmp_path):
     texts = ["", "a", "it's", 'say "hi"', "it's \"x\"", "back\\slash", "tab\there",
              "new\nline", "zero\u200bwidth", "nbsp\xa0", "é ١١ 😀", "\x07bell"]  # fmt: skip
     assert _node(tmp_path, "repr", {}, texts) == [repr(t) for t in texts]
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed")
+def test_runtime_tokenizes_and_refuses_as_python(tmp_path):
+    texts = ["22 November 2026", "nov 22,2026", "3.05.2011", "1..2", "22.+1.2026",
+             "22.1_1.2026", "22.\ufeff11.2026", "a\x1cb", "x\u3000y", "²³ 4",
+             "ÉCOLE ß", "", "  ", "2026-11-22", "٣.٠٥.٢٠١١", "Ǆuly 4"]  # fmt: skip
+    dates, rev = DateTask(), ReversalTask()
+    want = []
+    for t in texts:
+        try:
+            int(t)
+            ok = True
+        except ValueError:
+            ok = False
+        try:
+            dates.encode(t)
+            refusal = None
+        except ValueError as err:
+            refusal = str(err)
+        want.append([dates.tokenize(t), rev.tokenize(t), ok, refusal])
+    assert _node(tmp_path, "tok", {}, texts) == want
 
 
 # ------------------------------------------------------- the page in Chromium

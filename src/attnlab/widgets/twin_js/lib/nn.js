@@ -164,8 +164,8 @@
   // str.isdigit(): decimal digits plus the other characters of numeric type Digit.
   var DIGIT = /^(?:\p{Nd}|[\u00b2\u00b3\u00b9\u1369-\u1371\u19da\u2070\u2074-\u2079\u2080-\u2089\u2460-\u2468\u2474-\u247c\u2488-\u2490\u24ea\u24f5-\u24fd\u24ff\u2776-\u277e\u2780-\u2788\u278a-\u2792]|\u{10a40}|\u{10a41}|\u{10a42}|\u{10a43}|[\u{10e60}-\u{10e68}]|[\u{11052}-\u{1105a}]|[\u{1f100}-\u{1f10a}])+$/u;
   N.isDigit = function (s) { return s.length > 0 && DIGIT.test(s); };
-  // int(s) in base 10: does Python accept it? (sign, decimal digits, single '_' between)
-  N.pyIntOk = function (s) { return /^[\s]*[+-]?\p{Nd}+(?:_\p{Nd}+)*[\s]*$/u.test(s); };
+  // int(s) in base 10: does Python accept it? (sign, decimal digits, single _ between)
+  N.pyIntOk = function (s) { return /^[+-]?\p{Nd}+(?:_\p{Nd}+)*$/u.test(s); }; // tokens hold no whitespace
   var NONPRINT = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
   N.repr = function (s) { // repr() of a str
     var q = s.indexOf("'") >= 0 && s.indexOf('"') < 0 ? '"' : "'", out = q;
