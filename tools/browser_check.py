@@ -24,6 +24,9 @@ ran, it asserts:
   set to the settings its registered check lists, and each readout must equal
   attnlab's own number within the check's tolerance; its controls are labelled and
   focusable, it starts in under a second, and its text stands out in the dark theme.
+  A twin that runs a trained model (attnlab.course.twin.live) gets its typed inputs
+  (>= 50 per model) the same way; its decode time is printed (budget 50 ms, median)
+  and its page weight too (budget 1 MB per model).
 
 Screenshots go to the shots folder: the top of each page, and on chapter pages the first
 widget and the first exercise with its (collapsed) solution, and every twin in the
@@ -574,7 +577,8 @@ TWIN_SET = r"""
     readouts[el.dataset.readout] = {text: el.textContent,
                                     value: el.getAttribute('data-value')};
   });
-  return {actual, readouts, error: root.getAttribute('data-twin-error')};
+  return {actual, readouts, error: root.getAttribute('data-twin-error'),
+          decode_ms: root.dataset.decodeMs ? Number(root.dataset.decodeMs) : null};
 })
 """
 
@@ -683,7 +687,7 @@ async def check_twins(
             errors.append(f"{where}: no browser check registered for this kind")
             continue
         cases = check.cases_for(tw["data"])
-        seen, n_bad = set(), 0
+        seen, n_bad, decode = set(), 0, []
         for case in cases:
             got = await browser.evaluate(
                 f"({TWIN_SET})({json.dumps(tw['id'])}, {json.dumps(case)})"
@@ -692,6 +696,8 @@ async def check_twins(
             n_bad += bool(found)
             errors += found
             seen.add(json.dumps(got.get("readouts"), sort_keys=True))
+            if got.get("decode_ms") is not None:  # a twin that runs a model
+                decode.append(got["decode_ms"])
         if len(cases) > 1 and len(seen) < 2:
             errors.append(f"{where}: readouts did not change as the controls moved")
         if not await _keyboard_moves(browser, tw["id"]):
@@ -714,12 +720,29 @@ async def check_twins(
         mount = tw["mount_ms"] or 0.0
         if mount > 1000:
             errors.append(f"{where}: took {mount:.0f} ms to start (budget 1000 ms)")
+        timing = ""
+        if decode:  # a trained model in the page: its weight and one decode's time
+            decode.sort()
+            median = decode[len(decode) // 2]
+            timing = f"; one decode {median:.1f} ms (median), {decode[-1]:.1f} ms (max)"
+            if median > 50:
+                errors.append(f"{where}: a decode takes {median:.0f} ms (budget 50 ms)")
+            if tw["bytes"] > 1_000_000 * len(check_models(tw["data"])):
+                errors.append(
+                    f"{where}: {tw['bytes'] / 1e6:.2f} MB of page weight (budget 1 MB "
+                    "per model)"
+                )
         lines.append(
             f"{'FAIL' if n_bad else 'ok  '} {where:44s} {len(cases)} settings, "
             f"{n_bad} off; script+data {tw['bytes'] / 1024:.1f} KB, "
-            f"starts in {mount:.1f} ms"
+            f"starts in {mount:.1f} ms{timing}"
         )
     return errors, lines
+
+
+def check_models(data: dict) -> list:
+    """The trained models a twin's payload carries (attnlab.course.twin.live)."""
+    return list(data.get("models", {}).values()) or ([data] if "blob" in data else [])
 
 
 async def run_twins_only(

@@ -43,9 +43,9 @@ from attnlab.gated import gated_linear_attention
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch09_recall.json"
 N_KEYS, N_VALS, D_MODEL, BATCH, LR = 64, 16, 32, 64, 3e-3
-PAIRS, STATES, SEEDS = (4, 8, 16), (8, 32), (0, 1, 2)
+PAIRS, STATES, SEEDS = (4, 8, 16, 32), (8, 32), (0, 1, 2)
 MODELS = ("softmax", "linear", "gated")
-MAX_STEPS, WINDOW, TARGET, N_TEST = 1000, 50, 0.99, 1000
+MAX_STEPS, WINDOW, TARGET, N_TEST = 2000, 50, 0.99, 1000
 
 
 def recall_batch(size, pairs, gen, split):

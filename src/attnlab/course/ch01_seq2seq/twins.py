@@ -1,6 +1,6 @@
-"""Chapter 1's static twins (attention_maps; see :mod:`attnlab.course.twin`).
-
-What the browser computes: nothing: maps precomputed by the trained model. Next to each ``*_twin()``, a ``*_reference``
+"""Chapter 1's static twins (see :mod:`attnlab.course.twin`): the two trained reversal
+models running in the page (``seq2seq_live``, :mod:`attnlab.course.twin.live`), and the
+older precomputed attention maps (``attention_maps``: nothing computed in the browser). Next to each ``*_twin()``, a ``*_reference``
 computes with attnlab what the twin must display, and ``register_check`` tells the
 browser check (``tools/browser_check.py``) which settings to try.
 """
@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import torch
 
+from ...data import ReversalTask
+from ...seq2seq import Seq2Seq
 from ..twin import (
+    HEAD,
     Range,
     Readout,
     Select,
+    Text,
     Twin,
     TwinCheck,
     register_check,
 )
+from ..twin.live import _check_task, _unknown, _vocab, export_model, rebuild_model
 
-__all__ = ["attention_maps_twin", "translation_maps"]
+__all__ = [
+    "attention_maps_twin",
+    "translation_maps",
+    "seq2seq_live_twin",
+    "reversal_cases",
+]
 
 
 # ------------------------------------------------------- 6. attention maps (model)
@@ -111,4 +121,120 @@ def _attention_maps_cases(data: dict) -> list:
 register_check(
     "attention_maps",
     TwinCheck(cases=_attention_maps_cases, reference=_attention_maps_reference),
+)
+
+
+# -------------------------------------------------------- 1. reversal, both models
+def seq2seq_live_twin(
+    model: Seq2Seq,
+    model_no_attention: Seq2Seq,
+    task: ReversalTask,
+    examples=("quickbrownfx", "hello", "zyxwvutsrqponmlkjihgfedc", "abc"),
+    title: str = "The two reversal models, running in your browser",
+) -> Twin:
+    """Chapter 1: type letters; the trained models with and without attention reverse
+    them in the page, and the attention model's alignment is drawn."""
+    if not isinstance(task, ReversalTask):
+        raise TypeError(
+            f"seq2seq_live_twin needs a ReversalTask, got {type(task).__name__}"
+        )
+    if (
+        model.config.attention is None
+        or model_no_attention.config.attention is not None
+    ):
+        raise ValueError("seq2seq_live_twin takes the attention model first, then the "
+                         "model without attention")  # fmt: skip
+    examples = [str(e) for e in examples]
+    if not examples:
+        raise ValueError("seq2seq_live_twin needs at least one example")
+    data = {
+        "task": "reversal",
+        "extra_len": 10,  # Seq2Seq.translate decodes up to len(target) + 2 + 10 tokens
+        **_vocab(task),
+        "models": {
+            "attention": export_model(model.eval()),
+            "no_attention": export_model(model_no_attention.eval()),
+        },
+    }
+    return Twin(
+        "seq2seq_live",
+        title,
+        controls=[
+            Text("source", "letters", examples[0], maxlength=100),
+            Select(
+                "example", "or pick one", (("", "…"), *((e, e) for e in examples)), ""
+            ),
+        ],
+        readouts=[
+            Readout("output", "with attention"),
+            Readout("correct", "right?"),
+            Readout("output_no_attention", "without attention"),
+            Readout("correct_no_attention", "right?"),
+            Readout("message", "refused"),
+            Readout("unknown", "read as <unk>"),
+            Readout("time", "decoded in"),
+        ],
+        data=data,
+        head=HEAD,
+        libs=("nn",),
+        note="Both models decode greedily in float32 on every keystroke. Red letters "
+        "differ from the true reversal. The heatmap is the attention model's: one row "
+        "per output step, one column per source letter.",
+    )
+
+
+def _reversal_task(data):
+    task = ReversalTask(distinct=False)
+    _check_task(data, task)
+    return task
+
+
+def _seq2seq_reference(settings: dict, data: dict) -> dict:
+    task = _reversal_task(data)
+    text = settings["source"]
+    try:
+        task.encode(text)
+    except ValueError as err:
+        return {"output": "", "output_no_attention": "", "message": str(err),
+                "unknown": ""}  # fmt: skip
+    out = {"message": ""}
+    for key, suffix in (("attention", ""), ("no_attention", "_no_attention")):
+        r = rebuild_model(data["models"][key]).translate(task, text)
+        out["output" + suffix] = r["text"]
+        out["correct" + suffix] = bool(r["correct"])
+        if r["weights"] is not None:
+            for i, row in enumerate(r["weights"].tolist()):
+                for j, v in enumerate(row):
+                    out[f"w:{i}:{j}"] = v
+    out["unknown"] = _unknown(task, task.tokenize(text))
+    return out
+
+
+def reversal_cases(data: dict | None = None, n: int = 44) -> list[dict]:
+    """Inputs the check types into the reversal twin: ``n`` strings of distinct letters
+    as in training (lengths 3 to 24), the shortest and longest, and inputs outside
+    the training distribution (repeats, capitals, spaces, unknown characters)."""
+    train_like = ReversalTask(lengths=(3, 24), distinct=True)
+    texts = ["".join(s) for s, _ in train_like.pairs(n, seed=2024)]
+    texts += [
+        "abc",  # the shortest training length
+        "zyxwvutsrqponmlkjihgfedc",  # the longest (24)
+        "abcdefghijklmnopqrstuvwxyz",  # 26: longer than any training string
+        "a",
+        "ab",
+        "hello",  # repeated letters
+        "attention",
+        "Quick Brown",  # capitals and a space: lower-cased, the space dropped
+        "abc1d",  # a digit: unknown, read as <unk>
+        "héllo!",
+        "",  # empty: refused
+        "  \t ",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",  # 40 letters
+    ]
+    return [{"source": t} for t in texts]
+
+
+register_check(
+    "seq2seq_live",
+    TwinCheck(cases=reversal_cases, reference=_seq2seq_reference, tol={"w": 1e-4}),
 )

@@ -7,9 +7,9 @@ output works in Jupyter, JupyterLab, Colab and on the built site.
 
 What a twin is made of:
 
-* controls, declared in Python (:class:`Range`, :class:`Select`, :class:`Checkbox`),
-  rendered as labelled ``<input type="range">``, ``<select>``, ``<input
-  type="checkbox">`` (keyboard-operable as they are);
+* controls, declared in Python (:class:`Range`, :class:`Select`, :class:`Checkbox`,
+  :class:`Text`), rendered as labelled ``<input type="range">``, ``<select>``, ``<input
+  type="checkbox">``, ``<input type="text">`` (keyboard-operable as they are);
 * readouts (:class:`Readout`): every number the twin displays sits in an element with
   ``data-readout="<name>"``, whose text the script rewrites on every ``input`` event and
   whose ``data-value`` attribute holds the exact value (for the tests);
@@ -45,6 +45,7 @@ __all__ = [
     "Range",
     "Select",
     "Checkbox",
+    "Text",
     "Readout",
     "Twin",
     "TwinCheck",
@@ -137,6 +138,26 @@ class Checkbox:
 
 
 @dataclass(frozen=True)
+class Text:
+    """A one-line text box ``<input type="text">`` with its label before it; every
+    keystroke fires ``input`` (the twin recomputes as the reader types)."""
+
+    name: str
+    label: str
+    value: str = ""
+    maxlength: int = 200
+
+    def html(self, uid: str) -> str:
+        cid = f"{uid}-{self.name}"
+        return (
+            f'<label for="{cid}">{html.escape(self.label)}</label>'
+            f'<input type="text" id="{cid}" name="{self.name}" '
+            f'value="{html.escape(self.value)}" maxlength="{self.maxlength}" '
+            f'autocomplete="off" autocapitalize="off" spellcheck="false" {_KEEP_KEYS}>'
+        )
+
+
+@dataclass(frozen=True)
 class Readout:
     """A labelled number below the plot: ``label <output data-readout=name>``."""
 
@@ -174,6 +195,9 @@ html[data-theme=dark] .attnlab-twin{--tw-a1:#f0a060;--tw-a2:#7fb8f0;--tw-a3:#5cc
  border-radius:4px;padding:.1em .3em;min-height:44px;max-width:100%}
 .attnlab-twin select option{color:#111;background:#fff}
 .attnlab-twin .twin-check{min-height:44px}
+.attnlab-twin input[type=text]{color:inherit;background:transparent;font:inherit;
+ border:1px solid var(--tw-border);border-radius:4px;padding:.1em .4em;min-height:44px;
+ box-sizing:border-box;width:min(16em,100%)}
 .attnlab-twin input[type=checkbox]{width:44px;height:44px;margin:0;accent-color:var(--tw-a1)}
 .attnlab-twin :focus-visible{outline:2px solid var(--tw-a2);outline-offset:2px}
 .attnlab-twin output{font-variant-numeric:tabular-nums;min-width:3.5em;display:inline-block}
@@ -218,13 +242,15 @@ def js_scripts() -> dict[str, Path]:
     return {p.stem: p for p in sorted(JS_DIR.parent.glob("ch*/*.js"))}
 
 
-def js_source(kind: str) -> str:
-    """The runtime plus the script of twin ``kind`` (``chNN_topic/<kind>.js``)."""
+def js_source(kind: str, libs: tuple = ()) -> str:
+    """The runtime, the libraries ``course/twin/<lib>.js`` named in ``libs`` (e.g.
+    ``("nn",)``: the float32 inference runtime of the live models), then the script of
+    twin ``kind`` (``chNN_topic/<kind>.js``)."""
     scripts = js_scripts()
     if kind not in scripts:
         raise ValueError(f"no twin script {kind}.js; known twins: {sorted(scripts)}")
-    path = scripts[kind]
-    return (JS_DIR / "core.js").read_text() + "\n" + path.read_text()
+    parts = [JS_DIR / "core.js", *(JS_DIR / f"{lib}.js" for lib in libs), scripts[kind]]
+    return "\n".join(p.read_text() for p in parts)
 
 
 def _json_for_script(data) -> str:
@@ -248,6 +274,7 @@ class Twin:
     data: dict = field(default_factory=dict)
     note: str = ""
     head: str = HEAD_AFTER_WIDGET
+    libs: tuple = ()  # libraries in course/twin/ the script needs, e.g. ("nn",)
 
     def html(self) -> str:
         uid = f"attnlab-twin-{self.kind}-{os.getpid():x}-{next(_ids)}"
@@ -265,7 +292,7 @@ class Twin:
             f'<div class="twin-readouts">{readouts}</div>{note}'
             f'<script type="application/json" class="twin-data">'
             f"{_json_for_script(self.data)}</script></div>"
-            f"<script>{js_source(self.kind)}\nattnlabTwin.mount({json.dumps(uid)});"
+            f"<script>{js_source(self.kind, self.libs)}\nattnlabTwin.mount({json.dumps(uid)});"
             f"</script>"
         )
 
