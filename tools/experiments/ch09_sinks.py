@@ -1,7 +1,7 @@
 """Chapter 9's attention-sink experiment: does a small causal LM park attention on its
 first token, and does a rolling window need that token kept (StreamingLLM)?
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/ch09_sinks.py   # minutes
+    OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/ch09_sinks.py   # 427 CPU s here
 
 Writes ``src/attnlab/results/ch09_sinks.json``, which chapter 9 loads and plots. One
 thing changes at a time:
