@@ -34,46 +34,55 @@ def test_forbidden_lists_name_every_check_and_resolve():
             assert hasattr(__import__(mod, fromlist=[attr]), attr), dotted
 
 
-# ----------------------------------------------------------------- decoder_self_mask
-def good_mask(lengths, T):  # the chapter's solution
-    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
-    real = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
-    return causal[None] & real[:, None, :]
+# -------------------------------------------------------------------- prefix_lm_mask
+def good_prefix(prefix, lengths, T):  # the chapter's solution
+    i = torch.arange(T)[:, None]  # (T, 1)
+    j = torch.arange(T)[None, :]  # (1, T)
+    seen = (j <= i)[None] | (j[None] < prefix[:, None, None])  # (B, T, T)
+    return seen & (j[None] < lengths[:, None, None])
 
 
-def mask_pads_queries(lengths, T):  # masks padded rows instead of padded columns
+def prefix_ignored(prefix, lengths, T):  # the plain decoder mask of chapter 5
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    real = torch.arange(T)[None, :] < lengths[:, None]
-    return causal[None] & real[:, :, None]
+    return causal[None] & (torch.arange(T)[None, :] < lengths[:, None])[:, None, :]
 
 
-def mask_upper(lengths, T):  # future instead of past
-    return good_mask(lengths, T).transpose(-2, -1)
+def prefix_sees_targets(prefix, lengths, T):  # prefix rows see every real token
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    seen = (j <= i)[None] | (i[None] < prefix[:, None, None])
+    return seen & (j[None] < lengths[:, None, None])
 
 
-def mask_strict(lengths, T):  # off by one: a token may not see itself
-    causal = torch.ones(T, T, dtype=torch.bool).tril(-1)
-    real = torch.arange(T)[None, :] < lengths[:, None]
-    return causal[None] & real[:, None, :]
+def prefix_pads_queries(prefix, lengths, T):  # padded rows masked, not columns
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    seen = (j <= i)[None] | (j[None] < prefix[:, None, None])
+    return seen & (i[None] < lengths[:, None, None])
 
 
-def mask_as_float(lengths, T):
-    return good_mask(lengths, T).float()
+def prefix_strict(prefix, lengths, T):  # off by one: a target may not see itself
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    seen = (j < i)[None] | (j[None] < prefix[:, None, None])
+    return seen & (j[None] < lengths[:, None, None])
 
 
-def mask_library(lengths, T):
+def prefix_library(prefix, lengths, T):
     keys = attnlab.padding_mask(lengths, T)
-    return attnlab.causal_mask(T)[None] & keys[:, None, :]
+    pre = torch.arange(T)[None, :] < prefix[:, None]
+    return (attnlab.causal_mask(T)[None] | pre[:, None, :]) & keys[:, None, :]
 
 
-def test_decoder_self_mask_check():
-    check = attnlab.check.decoder_self_mask
-    assert check(good_mask)
-    fails_with(check, mask_pads_queries, r"'padding'.*padded \*keys\* \(columns\)")
-    fails_with(check, mask_upper, r"no padding.*lower triangle")
-    fails_with(check, mask_strict, r"no padding.*itself included")
-    fails_with(check, mask_as_float, r"no padding.*bool tensor")
-    fails_with(check, mask_library, r"called attnlab\.masking\.padding_mask")
+def test_prefix_lm_mask_check():
+    check = attnlab.check.prefix_lm_mask
+    assert check(good_prefix)
+    fails_with(check, prefix_ignored, r"all prefix.*both directions")
+    fails_with(check, prefix_sees_targets, r"prefix and target.*no later token")
+    fails_with(check, prefix_pads_queries, r"'padding'.*mask the columns")
+    fails_with(check, prefix_strict, r"no prefix.*itself included")
+    fails_with(check, lambda p, n, T: good_prefix(p, n, T).float(), r"bool tensor")
+    fails_with(check, prefix_library, r"called attnlab\.masking\.padding_mask")
 
 
 # ----------------------------------------------------------- label_smoothing_optimum
@@ -184,7 +193,7 @@ def test_check_leaves_global_rng_alone():
 @pytest.mark.parametrize(
     "check",
     [
-        attnlab.check.decoder_self_mask,
+        attnlab.check.prefix_lm_mask,
         attnlab.check.label_smoothing_optimum,
         attnlab.check.pre_ln_decoder_layer,
     ],

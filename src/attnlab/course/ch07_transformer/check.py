@@ -1,7 +1,9 @@
 """Checks for chapter 7 (the Transformer).
 
-* :func:`decoder_self_mask` — ``fn(tgt_lengths (B,), T) -> (B, T, T)`` boolean,
-  ``True`` = may attend: query t sees keys ``0..t`` that are real (``< length``).
+* :func:`prefix_lm_mask` — ``fn(prefix_lengths (B,), lengths (B,), T) -> (B, T, T)``
+  boolean, ``True`` = may attend: a prefix language model's mask (the prefix sees
+  itself in both directions, later tokens see the prefix and their past; padding
+  never).
 
 The expected answers come from :mod:`attnlab.masking` and attnlab's Transformer layers
 themselves.
@@ -13,14 +15,14 @@ import torch
 
 from ..check_core import Case, close, run_check
 
-__all__ = ["decoder_self_mask"]
+__all__ = ["prefix_lm_mask"]
 
 # (not in __all__: every check module has one.)
 # check -> the library functions and classes its exercise asks the student to do
 # without (shared with the grader). The pre-LN exercise also may not call the layer it
 # is given: the check's layer refuses its own forward (see pre_ln_decoder_layer).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "decoder_self_mask": (
+    "prefix_lm_mask": (
         "attnlab.masking.causal_mask",
         "attnlab.masking.padding_mask",
         "attnlab.masking.combine_masks",
@@ -34,36 +36,35 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def decoder_self_mask(fn):
-    """Check ``fn(tgt_lengths (B,), T) -> (B, T, T)`` bool, True = may attend."""
-    from ...masking import causal_mask, padding_mask
+def prefix_lm_mask(fn):
+    """Check ``fn(prefix_lengths (B,), lengths (B,), T) -> (B, T, T)`` bool, True =
+    may attend: key j is visible to query i when j is a real token (j < length) and
+    either j is in the prefix (j < prefix_length) or j <= i."""
 
-    def ref(lengths, T):
-        keys = padding_mask(lengths, T)  # (B, T) real keys
-        return causal_mask(T)[None] & keys[:, None, :]  # (1, T, T) & (B, 1, T)
+    def ref(prefix, lengths, T):
+        i = torch.arange(T)[:, None]  # (T, 1) queries
+        j = torch.arange(T)[None, :]  # (1, T) keys
+        seen = (j <= i)[None] | (j[None] < prefix[:, None, None])  # (B, T, T)
+        return seen & (j[None] < lengths[:, None, None])
 
     specs = [
-        (
-            "no padding",
-            [3],
-            3,
-            "query t (row) may see keys s = 0..t (columns), itself included: a lower "
-            "triangle with its diagonal, as a bool tensor (B, T, T)",
-        ),
-        ("length 1", [1], 1, "a single token sees itself: [[[True]]]"),
-        (
-            "padding",
-            [2, 4, 1],
-            4,
-            "mask the padded *keys* (columns) of each example; combine with & and "
-            "broadcast (B, 1, T) against (1, T, T)",
-        ),
-        ("all padding after the first", [1, 1], 3, "column 0 stays True"),
-    ]
-    cases = [
-        Case(label, (torch.tensor(lengths), T), ref(torch.tensor(lengths), T), hint)
-        for label, lengths, T, hint in specs
-    ]
+        ("no prefix", [0], [4], 4,
+         "with prefix length 0 it is a decoder: query t (row) sees keys 0..t "
+         "(columns), itself included, as a bool tensor (B, T, T)"),
+        ("all prefix", [3], [3], 3,
+         "when every token is prefix, every token sees every token (both directions)"),
+        ("prefix and target", [2], [5], 5,
+         "prefix tokens see the whole prefix but no later token; a later token sees "
+         "the prefix and its own past, itself included"),
+        ("padding", [2, 1, 3], [4, 2, 3], 5,
+         "keys at or after each example's length are padding: no query sees them "
+         "(mask the columns; broadcast (B, 1, T))"),
+        ("length 1", [1], [1], 1, "a single token sees itself: [[[True]]]"),
+    ]  # fmt: skip
+    cases = []
+    for label, prefix, lengths, T, hint in specs:
+        args = (torch.tensor(prefix), torch.tensor(lengths), T)
+        cases.append(Case(label, args, ref(*args), hint))
 
     def compare(got, expected):
         return (
@@ -73,7 +74,7 @@ def decoder_self_mask(fn):
         )
 
     return run_check(
-        "decoder_self_mask", fn, cases, compare, forbid=FORBIDDEN["decoder_self_mask"]
+        "prefix_lm_mask", fn, cases, compare, forbid=FORBIDDEN["prefix_lm_mask"]
     )
 
 
