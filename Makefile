@@ -4,7 +4,8 @@
 #               site build (executes every master notebook once: the notebooks' test,
 #               times printed, 90 s budget), the student edition under nbval, the
 #               browser check. Independent stages run on two cores (make -j2).
-#   make check  the quick inner loop: lint, unit tests without @pytest.mark.slow, stripped
+#   make check  the quick inner loop: lint (ruff; mypy over the library), unit tests
+#               without @pytest.mark.slow, notebooks stored stripped
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -131,6 +132,8 @@ check: lint unit-quick stripped
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters
 	$(BIN)/ruff format --check src tests tools bench chapters
+	@start=$$(date +%s); $(PY) -m mypy; \
+	echo "mypy (the library, [tool.mypy] in pyproject.toml): $$(( $$(date +%s) - start )) s"
 
 unit: $(STAMP)
 	@start=$$(date +%s); $(PYTEST) -q tests; \

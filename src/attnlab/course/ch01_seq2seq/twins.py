@@ -1,8 +1,5 @@
-"""Chapter 1's static twins (attention_maps; see :mod:`attnlab.course.twin`).
-
-What the browser computes: nothing: maps precomputed by the trained model. Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+"""Chapter 1's static twin ``attention_maps``: the trained model's attention maps, computed
+when the page is built (the browser only shows them). The mechanism: :mod:`attnlab.course.twin`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Chapter 7's static twins (positional; see :mod:`attnlab.course.twin`).
-
-What the browser computes: the sinusoidal encoding table. Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+"""Chapter 7's static twin ``positional``: the sinusoidal encoding table, recomputed in
+the browser. The mechanism: :mod:`attnlab.course.twin`.
 """
 
 from __future__ import annotations
