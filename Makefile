@@ -15,6 +15,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
+# The oldest Python the pinned requirements install on (the check before `make venv`).
+PYTHON_MIN := 3.11
+comma := ,
 # Tests never write .pytest_cache into the book's tree (it breaks -W builds).
 PYTEST := $(PY) -m pytest -p no:cacheprovider
 # TORCH_VARIANT=cu126 (any download.pytorch.org/whl/ tag) installs that CUDA build on
@@ -51,8 +54,8 @@ venv: $(STAMP)
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	@start=$$(date +%s); \
 	if [ ! -x $(PY) ]; then \
-	  if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
-	    echo "error: make book and make test need Python >= 3.11 (numpy 2.4.6, scipy 1.17.1"; \
+	  if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < ($(subst .,$(comma) ,$(PYTHON_MIN))))' 2>/dev/null; then \
+	    echo "error: make book and make test need Python >= $(PYTHON_MIN) (numpy 2.4.6, scipy 1.17.1"; \
 	    echo "       and other pinned requirements do); $(PYTHON) is $$($(PYTHON) --version 2>&1)."; \
 	    echo "       Run with another one: make test PYTHON=python3.12"; exit 1; fi; \
 	  $(PYTHON) -m venv $(VENV); fi; \
