@@ -4,7 +4,8 @@
 #               site build (executes every master notebook once: the notebooks' test,
 #               times printed, 90 s budget), the student edition under nbval, the
 #               browser check. Independent stages run on two cores (make -j2).
-#   make check  the quick inner loop: lint, unit tests without @pytest.mark.slow, stripped
+#   make check  the quick inner loop: lint (ruff; mypy over the library), unit tests
+#               without @pytest.mark.slow, notebooks stored stripped
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -14,6 +15,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
+# The oldest Python the pinned requirements install on (the check before `make venv`).
+PYTHON_MIN := 3.11
+comma := ,
 # Tests never write .pytest_cache into the book's tree (it breaks -W builds).
 PYTEST := $(PY) -m pytest -p no:cacheprovider
 # TORCH_VARIANT=cu126 (any download.pytorch.org/whl/ tag) installs that CUDA build on
@@ -50,8 +54,8 @@ venv: $(STAMP)
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	@start=$$(date +%s); \
 	if [ ! -x $(PY) ]; then \
-	  if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
-	    echo "error: make book and make test need Python >= 3.11 (numpy 2.4.6, scipy 1.17.1"; \
+	  if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < ($(subst .,$(comma) ,$(PYTHON_MIN))))' 2>/dev/null; then \
+	    echo "error: make book and make test need Python >= $(PYTHON_MIN) (numpy 2.4.6, scipy 1.17.1"; \
 	    echo "       and other pinned requirements do); $(PYTHON) is $$($(PYTHON) --version 2>&1)."; \
 	    echo "       Run with another one: make test PYTHON=python3.12"; exit 1; fi; \
 	  $(PYTHON) -m venv $(VENV); fi; \
@@ -131,6 +135,8 @@ check: lint unit-quick stripped
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters
 	$(BIN)/ruff format --check src tests tools bench chapters
+	@start=$$(date +%s); $(PY) -m mypy; \
+	echo "mypy (the library, [tool.mypy] in pyproject.toml): $$(( $$(date +%s) - start )) s"
 
 unit: $(STAMP)
 	@start=$$(date +%s); $(PYTEST) -q tests; \

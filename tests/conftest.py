@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -73,3 +75,23 @@ def check_separates(monkeypatch):
                 check(bad)
 
     return run
+
+
+# ----------------------------------------------------- the exercise checks' tests
+@pytest.fixture
+def strict_checks(monkeypatch):
+    """Checks raise on failure (as under ``make test``), whatever the environment.
+
+    A test module of checks opts in with
+    ``pytestmark = pytest.mark.usefixtures("strict_checks")``."""
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+
+
+def fails_with(check, answer, pattern):
+    """The check rejects ``answer`` and its message matches ``pattern``
+    (``from conftest import fails_with``)."""
+    from attnlab.check import CheckFailed
+
+    with pytest.raises(CheckFailed) as info:
+        check(answer)
+    assert re.search(pattern, str(info.value), re.DOTALL), str(info.value)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
-from attnlab.check._core import Case, CheckFailed, close, run_check, strict_mode
+import attnlab
+from attnlab.check._core import (
+    Case,
+    CheckFailed,
+    _resolve,
+    close,
+    run_check,
+    strict_mode,
+)
 
 
 @pytest.fixture
@@ -172,3 +182,21 @@ def test_forbid_catches_a_call_through_the_defining_module(monkeypatch):
     assert not run_check("t", uses_grad, cases, forbid=("torch.autograd.grad",))
     assert run_check("t", lambda x: 2 * x, cases, forbid=("torch.autograd.grad",))
     assert not hasattr(torch.autograd.grad, "__wrapped__")  # restored afterwards
+
+
+CHAPTER_CHECKS = sorted(set(attnlab.check.MODULES) - {"_core", "_diagnose"})
+
+
+@pytest.mark.parametrize("name", CHAPTER_CHECKS)
+def test_forbidden_lists_name_every_check_and_resolve(name):
+    """Each chapter's FORBIDDEN has one entry per public check, each name resolves."""
+    module = importlib.import_module(f"attnlab.check.{name}")
+    checks = {n for n in module.__all__ if n != "FORBIDDEN"}
+    assert checks and set(module.FORBIDDEN) == checks
+    for names in module.FORBIDDEN.values():
+        for dotted in names:
+            _resolve(dotted)
+
+
+def test_every_chapter_has_checks():
+    assert len(CHAPTER_CHECKS) == 11

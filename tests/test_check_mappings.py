@@ -226,13 +226,3 @@ def test_vjp_names_the_bug(wrong, hint, monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match=hint):
         attnlab.check.entmax_vjp(wrong)
-
-
-def test_forbidden_lists_every_check_and_resolves():
-    from attnlab.check import mappings
-    from attnlab.check._core import _resolve
-
-    assert set(mappings.FORBIDDEN) == set(mappings.__all__)
-    for names in mappings.FORBIDDEN.values():
-        for dotted in names:
-            _resolve(dotted)

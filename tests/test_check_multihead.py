@@ -4,34 +4,14 @@ write with a hint that names the bug."""
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
+from conftest import fails_with
 
 import attnlab
-from attnlab.check import CheckFailed
-from attnlab.check import multihead as module
 
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setenv("ATTNLAB_STRICT", "1")
-
-
-def fails_with(check, answer, pattern):
-    """The check rejects ``answer`` and its message matches ``pattern``."""
-    with pytest.raises(CheckFailed) as info:
-        check(answer)
-    assert re.search(pattern, str(info.value), re.DOTALL), str(info.value)
-
-
-def test_forbidden_lists_name_every_check_and_resolve():
-    assert set(module.FORBIDDEN) == set(module.__all__)
-    for names in module.FORBIDDEN.values():
-        for dotted in names:
-            mod, _, attr = dotted.rpartition(".")
-            assert hasattr(__import__(mod, fromlist=[attr]), attr), dotted
+pytestmark = pytest.mark.usefixtures("strict_checks")
 
 
 # ---------------------------------------------------------- grouped_query_attention

@@ -11,10 +11,7 @@ import attnlab
 from attnlab.check import CheckFailed
 from attnlab.check.recipe import WIDGET_KEYS
 
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+pytestmark = pytest.mark.usefixtures("strict_checks")
 
 
 def _stub(*args):
@@ -271,16 +268,6 @@ def test_factor_passes(capsys):
 def test_factor_names_the_bug(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):
         attnlab.check.factor_bilinear(wrong)
-
-
-def test_forbidden_lists_every_check_and_resolves():
-    from attnlab.check import recipe
-    from attnlab.check._core import _resolve
-
-    assert set(recipe.FORBIDDEN) == set(recipe.__all__)
-    for names in recipe.FORBIDDEN.values():
-        for dotted in names:
-            _resolve(dotted)
 
 
 @pytest.mark.parametrize("name", ["smallest_booster", "factor_bilinear"])

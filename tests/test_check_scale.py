@@ -12,10 +12,7 @@ from attnlab.efficient import tile_plan
 from attnlab.serving import streaming_mask
 from attnlab.widgets.subquadratic import receptive_field
 
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+pytestmark = pytest.mark.usefixtures("strict_checks")
 
 
 def good_merge(o1, l1, o2, l2):
@@ -300,11 +297,3 @@ def test_stubs_report_pending(monkeypatch, capsys):
                  "receptive_field_after", "kv_cache_bytes", "streaming_mask"):  # fmt: skip
         assert not getattr(attnlab.check, name)(stub)
     assert "not implemented yet" in capsys.readouterr().out
-
-
-def test_forbidden_dicts_cover_every_check():
-    from attnlab.check import fast_attention, subquadratic
-
-    for mod in (fast_attention, subquadratic):
-        checks = {n for n in mod.__all__ if n != "FORBIDDEN"}
-        assert set(mod.FORBIDDEN) == checks

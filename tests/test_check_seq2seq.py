@@ -8,10 +8,7 @@ import torch
 import attnlab
 from attnlab.check import CheckFailed
 
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+pytestmark = pytest.mark.usefixtures("strict_checks")
 
 
 def _stub(*args):
@@ -210,16 +207,6 @@ def test_sorting_passes(capsys):
 def test_sorting_names_the_bug(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):
         attnlab.check.sorting_alignment(wrong)
-
-
-def test_forbidden_lists_every_check_and_resolves():
-    from attnlab.check import seq2seq
-    from attnlab.check._core import _resolve
-
-    assert set(seq2seq.FORBIDDEN) == set(seq2seq.__all__)
-    for names in seq2seq.FORBIDDEN.values():
-        for dotted in names:
-            _resolve(dotted)  # raises if the name does not exist
 
 
 @pytest.mark.parametrize(

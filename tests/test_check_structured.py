@@ -193,13 +193,3 @@ def test_viterbi_names_the_bug(wrong, hint, monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match=hint):
         check.viterbi(wrong)
-
-
-def test_forbidden_lists_every_check_and_resolves():
-    from attnlab.check import structured
-    from attnlab.check._core import _resolve
-
-    assert set(structured.FORBIDDEN) == set(structured.__all__)
-    for names in structured.FORBIDDEN.values():
-        for dotted in names:
-            _resolve(dotted)

@@ -1,10 +1,5 @@
 """tools/exercise_numbers.py: exercises numbered per chapter ("Exercise 5.2")."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from tools.exercise_numbers import chapter_number, renumber  # noqa: E402
 
 

@@ -5,19 +5,13 @@ and the browser check's verdicts on console errors, requests and the phone layou
 from __future__ import annotations
 
 import io
-import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt  # conftest.py has set the Agg backend
+import pytest
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
-
-from tools import browser_check as bc  # noqa: E402
-from tools import figure_alt, site_polish  # noqa: E402
+from tools import browser_check as bc
+from tools import figure_alt, site_polish
 
 
 def test_alt_from_output_metadata():

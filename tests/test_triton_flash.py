@@ -74,7 +74,7 @@ def test_flash_attention_dispatches_to_triton_with_torch_backward(monkeypatch):
         calls.append(1)
         return real(*a, **kw)
 
-    monkeypatch.setattr(efficient, "_triton_usable", lambda q: True)
+    monkeypatch.setattr(efficient.flash, "_triton_usable", lambda q: True)
     monkeypatch.setattr(tf, "triton_flash_forward", spy)
     q, k, v = (
         torch.randn(1, 2, 40, 16, device=_dev(), requires_grad=True) for _ in range(3)

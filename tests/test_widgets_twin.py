@@ -14,15 +14,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 
 import attnlab
 from attnlab.widgets import twins as tw

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 
 from attnlab.data import rationale_task  # noqa: E402
 from attnlab.widgets.twin import CHECKS  # noqa: E402

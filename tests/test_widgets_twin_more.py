@@ -7,13 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 
 from attnlab.course.ch06_multihead.twins import slides_bug_twin  # noqa: E402
 from attnlab.explain import jsd  # noqa: E402

@@ -13,7 +13,9 @@
 #   TORCH_VARIANT=cu126 (any tag of download.pytorch.org/whl/): that CUDA build.
 set -euo pipefail
 PY=$1
-V=${TORCH_VERSION:-2.13.0}
+# The version: the one pinned in requirements.txt (its only copy), unless TORCH_VERSION says.
+V=${TORCH_VERSION:-$(sed -n 's/^torch==//p' "$(dirname "$0")/../requirements.txt")}
+[ -n "$V" ] || { echo "install_torch.sh: no torch==... line in requirements.txt" >&2; exit 1; }
 VARIANT=${TORCH_VARIANT:-cpu}
 INDEX=${TORCH_INDEX:-https://download.pytorch.org/whl}
 # --timeout/--retries: an unreachable index must fail in seconds, not minutes.

@@ -26,11 +26,11 @@ from torch import nn
 import attnlab
 
 OWNER = {  # which file each case lives in (for the report)
-    **dict.fromkeys([159, 162, 167, 170], "efficient.py"),
+    **dict.fromkeys([159, 162, 167, 170], "efficient/"),
     **dict.fromkeys([186, 187, 188], "kvcache.py"),
-    **dict.fromkeys([191, 193, 196, 197], "pretrained.py"),
-    **dict.fromkeys([202, 203, 209, 211], "explain.py"),
-    **dict.fromkeys([216, 217], "grade/"),
+    **dict.fromkeys([191, 193, 196, 197], "pretrained/"),
+    **dict.fromkeys([202, 203, 209, 211], "explain/"),
+    **dict.fromkeys([216, 217], "course/grade/"),
 }
 NOT_HERE = {191: "MiniLM weights", 193: "MiniLM weights", 196: "MiniLM weights",
             197: "MiniLM weights", 216: "grader run", 217: "grader run"}  # fmt: skip

@@ -20,12 +20,14 @@ Masks are True on real tokens. The output is a logit: ``sigmoid(logit)`` = p(lab
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .data import Vocab
+from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 from .rationales import RationaleData
 from .train import fit
@@ -88,6 +90,7 @@ class AttentionClassifier(nn.Module):
         self.d_embed, self.d_hidden = d_embed, d_hidden
         self.embedding = nn.Embedding(vocab_size, d_embed, padding_idx=Vocab.pad_id)
         D = 2 * d_hidden  # both directions of the LSTM; the average encoder matches it
+        self.encoder: nn.Module
         if encoder == "lstm":
             self.encoder = nn.LSTM(d_embed, d_hidden, batch_first=True,
                                    bidirectional=True)  # fmt: skip
@@ -124,7 +127,8 @@ class AttentionClassifier(nn.Module):
         pooled = (weights.unsqueeze(-1) * h).sum(1)  # (B, T, 1) * (B, T, D) -> (B, D)
         return self.out(pooled).squeeze(-1)  # (B,)
 
-    def forward(self, ids, mask, weights=None, embeddings=None):
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor | None = None,
+                embeddings: torch.Tensor | None = None):  # fmt: skip
         _check_ids(ids, mask)
         if weights is not None and weights.shape != ids.shape:
             raise ValueError(
@@ -154,6 +158,8 @@ class TransformerClassifier(nn.Module):
     their weights by a hook; padded keys get zero weight).
     """
 
+    positions: torch.Tensor  # a buffer, (max_len + 1, D)
+
     def __init__(self, vocab_size: int, d_model: int = 32, n_heads: int = 2,
                  n_layers: int = 3, max_len: int = 64, d_ff: int | None = None):  # fmt: skip
         super().__init__()
@@ -169,7 +175,12 @@ class TransformerClassifier(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, 1)
 
-    def forward(self, ids, mask, embeddings=None):
+    def forward(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        embeddings: torch.Tensor | None = None,
+    ):
         _check_ids(ids, mask)
         B, T = ids.shape
         if T > self.max_len:
@@ -180,7 +191,11 @@ class TransformerClassifier(nn.Module):
         x = x + self.positions[: T + 1]  # (B, T+1, D)
         keys = torch.cat([torch.ones_like(mask[:, :1]), mask], 1)  # (B, T+1) may attend
         with _capture_weights(
-            {"self": [layer.self_attn for layer in self.layers]}
+            {
+                "self": [
+                    cast(MultiHeadAttention, layer.self_attn) for layer in self.layers
+                ]
+            }
         ) as got:
             for layer in self.layers:
                 x = layer(x, src_key_padding_mask=keys)  # (B, T+1, D)

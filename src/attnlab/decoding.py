@@ -157,7 +157,9 @@ def beam_search(
         V = logp.shape[-1]
         cand = (beam_lp[:, None] + logp).flatten()  # (K * V,) log P(prefix + token)
         top_lp, top_idx = cand.topk(min(2 * beam_size, cand.numel()))
-        keep_rows, keep_tok, keep_lp = [], [], []
+        keep_rows: list[int] = []
+        keep_tok: list[int] = []
+        keep_lp: list[float] = []
         for rank, (lp, idx) in enumerate(zip(top_lp.tolist(), top_idx.tolist())):
             row, tok = divmod(idx, V)
             if tok == eos_id:
@@ -165,7 +167,9 @@ def beam_search(
                     seq = beams[row, 1:].tolist() + [tok]
                     finished.append((seq, lp / length_penalty(t, alpha)))
             elif len(keep_rows) < beam_size:
-                keep_rows.append(row), keep_tok.append(tok), keep_lp.append(lp)
+                keep_rows.append(row)
+                keep_tok.append(tok)
+                keep_lp.append(lp)
         finished = keep_best(finished)
         if not keep_rows:
             break

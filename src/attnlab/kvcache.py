@@ -16,6 +16,8 @@ the same tokens as without the cache. They drive the model's own layers
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -27,7 +29,7 @@ __all__ = ["KVCache", "CachedLMStep", "generate_with_cache"]
 class KVCache:
     """Keys and values of past positions, one entry per attention layer."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.k: dict[int, torch.Tensor] = {}
         self.v: dict[int, torch.Tensor] = {}
 
@@ -113,7 +115,7 @@ class CachedLMStep:
     returns the next-token log-probs ``(B, V)``, like :meth:`TransformerLM.step`.
     :func:`attnlab.beam_search` calls :meth:`reorder` when it re-selects beams."""
 
-    def __init__(self, lm):
+    def __init__(self, lm: Any) -> None:  # a TransformerLM (its blocks and layers)
         self.lm = lm
         self.reset()
 

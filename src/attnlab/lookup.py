@@ -123,12 +123,12 @@ class LookupNet(nn.Module):
         self.mapping = mapping
         self.scale = 1 / math.sqrt(d)
 
-    def score_parameters(self) -> list[nn.Parameter]:
+    def score_parameters(self) -> list[torch.Tensor]:
         """The parameters that only the attention scores use (their gradient is the
         one the estimators differ on)."""
         return [self.eq.weight, self.ek.weight]
 
-    def forward(self, keys, values, query):
+    def forward(self, keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor):
         """-> logits (B, n_symbols), weights (B, P)."""
         q = self.eq(query)[:, None, :]  # (B, 1, d)
         k, v = self.ek(keys), self.ev(values)  # (B, P, d), (B, P, d)

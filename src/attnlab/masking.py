@@ -22,6 +22,7 @@ import math
 import numbers
 import operator
 import warnings
+from collections.abc import Iterator
 
 import torch
 
@@ -42,7 +43,7 @@ _DERIVED = contextvars.ContextVar("attnlab_derived_masks", default=False)
 
 
 @contextlib.contextmanager
-def derived_masks():
+def derived_masks() -> Iterator[None]:
     """Inside this block masks are trusted to follow attnlab's convention (a model built
     them from lengths or pad ids), so :func:`warn_if_nothing_attended` stays silent: a
     row with no key there means an empty input, not a PyTorch-style mask."""
@@ -224,11 +225,12 @@ def combine_masks(*masks: torch.Tensor | None, dtype=None) -> torch.Tensor | Non
         return out
     if dtype is None:
         dtype = next(m.dtype for m in given if m.dtype != torch.bool)
-    out = None
+    total: torch.Tensor | None = None
     for m in given:
         m = to_additive(m, dtype=dtype) if m.dtype == torch.bool else m.to(dtype)
-        out = m if out is None else out + m
-    return out
+        total = m if total is None else total + m
+    assert total is not None  # given is not empty
+    return total
 
 
 def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:

@@ -78,16 +78,16 @@ class MultiHeadAttention(nn.Module):
                 raise TypeError(
                     f"MultiHeadAttention: {name} must be an int, got {value!r}"
                 )
-        for value, name in ((kdim, "kdim"), (vdim, "vdim")):
-            if value is None:
+        for dim_or_none, name in ((kdim, "kdim"), (vdim, "vdim")):
+            if dim_or_none is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(dim_or_none, bool) or not isinstance(dim_or_none, int):
                 raise TypeError(
-                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {value!r}"
+                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {dim_or_none!r}"
                 )
-            if value < 1:
+            if dim_or_none < 1:
                 raise ValueError(
-                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {value}"
+                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {dim_or_none}"
                 )
         if d_model < 1 or n_heads < 1:
             raise ValueError(
@@ -248,13 +248,13 @@ class MultiHeadAttention(nn.Module):
                     f"(B*H, T, S) = {(B * H, T, S)}, got {tuple(attn_mask.shape)}"
                 )
             if attn_mask.dim() >= 2:
-                want = torch.empty(()).expand(B, H, T, S)  # shape only, no memory
+                like = torch.empty(()).expand(B, H, T, S)  # shape only, no memory
                 shaped = attn_mask
                 if attn_mask.dim() == 3 and attn_mask.shape[0] == B:
                     shaped = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
                 elif attn_mask.dim() == 3:
                     shaped = attn_mask.reshape(B, H, *attn_mask.shape[1:])
-                check_mask(shaped, want, "attn_mask")
+                check_mask(shaped, like, "attn_mask")
             warn_if_nothing_attended(attn_mask, "attn_mask")
 
     @staticmethod

@@ -133,6 +133,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     positions, e.g. for a decoder that is fed one token at a time.
     """
 
+    pe: torch.Tensor  # (max_len, D), a buffer
+
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
         super().__init__()
         self.d_model, self.base = d_model, base

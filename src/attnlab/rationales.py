@@ -158,7 +158,9 @@ def rationale_task(name: str, split: str = "train", n: int = 2000, seed: int = 0
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
     rng = random.Random(f"{name}/{split}/{seed}")
-    seqs, labels, where = [], [], []
+    seqs: list = []
+    labels: list = []
+    where: list = []
     while len(seqs) < n:
         toks, label, rat = RATIONALE_TASKS[name](rng, rng.randint(lo, hi))
         if rationale_split(toks) == split:

@@ -85,7 +85,7 @@ def scaled_dot_score(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Tens
 class DotScore(nn.Module):
     """Module form of :func:`dot_score` (no parameters)."""
 
-    def forward(self, q, k):
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return dot_score(q, k)
 
 
@@ -97,7 +97,7 @@ class ScaledDotScore(nn.Module):
         super().__init__()
         self.scale = scale
 
-    def forward(self, q, k):
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return scaled_dot_score(q, k, self.scale)
 
 
@@ -114,7 +114,7 @@ class BilinearScore(nn.Module):
         self.d_q, self.d_k = d_q, d_k
         self.W = nn.Parameter(torch.randn(d_k, d_q) / math.sqrt(d_q))
 
-    def forward(self, q, k):
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         _check_qk(q, k, "BilinearScore", same_dim=False)
         _check_size(q, self.d_q, "q", "d_q", "BilinearScore")
         _check_size(k, self.d_k, "k", "d_k", "BilinearScore")
@@ -138,7 +138,7 @@ class AdditiveScore(nn.Module):
         self.W2 = nn.Linear(d_q, d_hidden, bias=False)
         self.v = nn.Linear(d_hidden, 1, bias=False)
 
-    def forward(self, q, k):
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         _check_qk(q, k, "AdditiveScore", same_dim=False)
         _check_size(q, self.d_q, "q", "d_q", "AdditiveScore")
         _check_size(k, self.d_k, "k", "d_k", "AdditiveScore")
@@ -161,7 +161,7 @@ class MLPScore(nn.Module):
         self.hidden = nn.Linear(d_q + d_k, d_hidden)
         self.out = nn.Linear(d_hidden, 1)
 
-    def forward(self, q, k):
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         _check_qk(q, k, "MLPScore", same_dim=False)
         _check_size(q, self.d_q, "q", "d_q", "MLPScore")
         _check_size(k, self.d_k, "k", "d_k", "MLPScore")

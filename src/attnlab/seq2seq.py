@@ -241,14 +241,16 @@ class Seq2Seq(nn.Module):
     def attention(self) -> str | None:
         return self.config.attention
 
-    def encode(self, src, src_lengths):
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens."""
         _check_src(src, src_lengths)
         annotations, summary = self.encoder(src, src_lengths)
         mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
         return annotations, summary, mask
 
-    def forward(self, src, src_lengths, tgt_in):
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
+    ):
         """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
         annotations, summary, mask = self.encode(src, src_lengths)
         return self.decoder(tgt_in, annotations, mask, summary)

@@ -135,9 +135,11 @@ def noam_scheduler(optimizer, d_model: int, warmup: int = 4000, factor: float = 
     base = [g["lr"] for g in optimizer.param_groups]
     if any(b <= 0 for b in base):
         raise ValueError(f"the optimizer's lr must be > 0, got {base}")
-    lambdas = [
-        (lambda s, b=b: noam_lr(s + 1, d_model, warmup, factor) / b) for b in base
-    ]
+
+    def curve(b: float) -> Callable[[int], float]:
+        return lambda s: noam_lr(s + 1, d_model, warmup, factor) / b
+
+    lambdas = [curve(b) for b in base]
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)
 
 

@@ -301,3 +301,8 @@ def _report(name: str, ok: bool, msg: str, pending: bool = False) -> CheckResult
     if not ok and strict_mode():
         raise CheckFailed(line)
     return CheckResult(ok, line)
+
+
+def seeded(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed``: a check draws the same cases on every run."""
+    return torch.Generator().manual_seed(seed)

@@ -1,4 +1,5 @@
-"""Private numerics behind the public modules (imported by them, never by chapters).
+"""Numerics behind the public modules (mappings, efficient), which import them; two
+chapters show them too: chapter 3 the 1-D TV prox (:mod:`.tv1d`), chapter 8 the Triton kernel.
 
 * :mod:`.sparse` — thresholds of sparsemax, 1.5-entmax and α-entmax (sort, threshold
   iteration with exact support finalisation, bisection).

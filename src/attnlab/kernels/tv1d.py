@@ -115,8 +115,8 @@ def prox_tv1d_batch(x: torch.Tensor, lam: float, dim: int):
         keep = np.isfinite(row)
         if keep.any():
             y[i, keep], groups[i, keep] = prox_tv1d(row[keep], lam)
-    y = torch.from_numpy(y).to(x.device, x.dtype).view(xt.shape).movedim(-1, dim)
-    return y, torch.from_numpy(groups).to(x.device).view(xt.shape)
+    out = torch.from_numpy(y).to(x.device, x.dtype).view(xt.shape).movedim(-1, dim)
+    return out, torch.from_numpy(groups).to(x.device).view(xt.shape)
 
 
 def group_mean(g: torch.Tensor, groups: torch.Tensor, dim: int) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch
 from ...data import Vocab
 from ...masking import padding_mask
 from ...seq2seq import Seq2Seq, Seq2SeqConfig
-from ..check_core import Case, CheckResult, run_check
+from ..check_core import Case, CheckResult, run_check, seeded
 from ..check_diagnose import diagnosing, is_constant, same
 
 __all__ = [
@@ -42,10 +42,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _small_model(attention, style, seed, eos_bias=0.0):
     """An untrained model; ``eos_bias`` makes ``<eos>`` likelier, so rows end early."""
     with torch.random.fork_rng(devices=[]):
@@ -59,7 +55,7 @@ def _small_model(attention, style, seed, eos_bias=0.0):
 
 def _greedy_case(label, attention, style, seed, eos_bias, lengths, max_len, hint=""):
     model = _small_model(attention, style, seed, eos_bias)
-    g = _gen(seed)
+    g = seeded(seed)
     n = torch.tensor(lengths)
     src = torch.randint(4, 9, (len(lengths), max(lengths)), generator=g)
     src = src.masked_fill(~padding_mask(n, src.shape[1]), Vocab.pad_id)

@@ -1,8 +1,7 @@
-"""Chapter 1's static twins (see :mod:`attnlab.course.twin`): the two trained reversal
-models running in the page (``seq2seq_live``, :mod:`attnlab.course.twin.live`), and the
-older precomputed attention maps (``attention_maps``: nothing computed in the browser). Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+"""Chapter 1's static twins: ``seq2seq_live`` (the two trained reversal models, with and
+without attention, running in the page: :mod:`attnlab.course.twin.live`) and the older
+``attention_maps`` (maps computed when the page is built; the browser only shows them).
+The mechanism: :mod:`attnlab.course.twin`.
 """
 
 from __future__ import annotations

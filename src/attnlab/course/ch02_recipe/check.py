@@ -22,7 +22,7 @@ import torch
 from ...attention import attend
 from ...scoring import AdditiveScore
 from ...toys import RECIPE_KEYS
-from ..check_core import Case, CheckResult, run_check
+from ..check_core import Case, CheckResult, run_check, seeded
 from ..check_diagnose import diagnosing, is_constant, same
 
 __all__ = [
@@ -45,10 +45,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _additive_reference(q, k, W1, W2, v):
     """The library's AdditiveScore with the given weights copied in."""
     d_hidden, d_k = W1.shape
@@ -61,7 +57,7 @@ def _additive_reference(q, k, W1, W2, v):
 
 
 def _additive_case(label, q_shape, k_shape, d_hidden, seed, scale=1.0, hint=""):
-    g = _gen(seed)
+    g = seeded(seed)
     q = torch.randn(q_shape, generator=g) * scale
     k = torch.randn(k_shape, generator=g) * scale
     W1 = torch.randn(d_hidden, k_shape[-1], generator=g) / math.sqrt(k_shape[-1])

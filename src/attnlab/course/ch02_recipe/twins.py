@@ -1,8 +1,5 @@
-"""Chapter 2's static twins (query_vs_keys; see :mod:`attnlab.course.twin`).
-
-What the browser computes: five scorers' scores and softmax weights. Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+"""Chapter 2's static twin ``query_vs_keys``: rotate one query, and the browser recomputes
+five scorers' scores and softmax weights. The mechanism: :mod:`attnlab.course.twin`.
 """
 
 from __future__ import annotations

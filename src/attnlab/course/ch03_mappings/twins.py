@@ -1,8 +1,5 @@
-"""Chapter 3's static twins (mapping_lab; see :mod:`attnlab.course.twin`).
-
-What the browser computes: softmax / sparsemax / 1.5-entmax of scaled scores. Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+"""Chapter 3's static twin ``mapping_lab``: softmax, sparsemax and 1.5-entmax of scaled
+scores, recomputed in the browser. The mechanism: :mod:`attnlab.course.twin`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from ..check_core import Case, run_check
+from ..check_core import Case, run_check, seeded
 
 __all__ = [
     "softmax_jacobian_norm",
@@ -38,13 +38,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 @functools.cache  # deterministic, and the d_k = 256 draws are large
 def _reference_jacobian_norm(d_k, scaled, n, seed):
-    generator = _gen(seed)
+    generator = seeded(seed)
     q = torch.randn(n, 1, d_k, generator=generator, dtype=torch.float64)
     k = torch.randn(n, 16, d_k, generator=generator, dtype=torch.float64)
     s = (q @ k.transpose(-2, -1)).squeeze(1)  # (n, 16)
@@ -87,7 +83,7 @@ def softmax_jacobian_norm(fn) -> bool:
             cases.append(
                 Case(
                     f"d_k={d_k}, scaled={scaled}",
-                    (d_k, scaled, 4000, _gen(900 + d_k)),
+                    (d_k, scaled, 4000, seeded(900 + d_k)),
                     ref,
                     hints[d_k, scaled],
                 )
@@ -122,7 +118,7 @@ def strict_causal_padding_weights(fn) -> bool:
     Query t may attend key s iff s < t (strictly earlier) and s < lengths[b]
     (a real token). Rows with no allowed key (always row 0) are all zeros.
     """
-    g = _gen(11)
+    g = seeded(11)
     s1 = torch.randn(2, 4, 4, generator=g, dtype=torch.float64)
     s2 = torch.randn(2, 5, 5, generator=g, dtype=torch.float64) * 1000
     s3 = torch.randn(1, 4, 4, generator=g, dtype=torch.float64)
@@ -200,7 +196,7 @@ def tied_log_normalisers(fn) -> bool:
         "does not",
     ]
     for i, (label, (T, D, dk), batch, mult) in enumerate(specs):
-        g = _gen(700 + i)
+        g = seeded(700 + i)
         X = torch.randn(*batch, T, D, generator=g, dtype=torch.float64) * mult
         W = torch.randn(D, dk, generator=g, dtype=torch.float64)
         Q = X @ W

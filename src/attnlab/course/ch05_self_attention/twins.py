@@ -1,8 +1,9 @@
-"""Chapter 5's static twins (mask_lab, sqrt_dk; see :mod:`attnlab.course.twin`).
+"""Chapter 5's static twins: ``mask_lab`` (a masked softmax in float32 or emulated float16)
+and ``sqrt_dk`` (the spread of q·k and the softmax peak, with and without 1/√d_k).
+The mechanism: :mod:`attnlab.course.twin`.
 
-What the browser computes: masked softmax in float32 or emulated float16; spread of q·k and softmax peak, ±1/√d_k. Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+Each ``*_twin()`` has a ``*_reference`` computed with attnlab and a registered
+browser check (``tools/browser_check.py``).
 """
 
 from __future__ import annotations

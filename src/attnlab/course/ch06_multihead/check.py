@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, run_check
+from ..check_core import Case, run_check, seeded
 
 __all__ = [
     "grouped_query_attention",
@@ -29,10 +29,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "finds_head_bugs": ("torch.nn.MultiheadAttention",),
     "torch_mha_with_our_masks": ("attnlab.multihead.MultiHeadAttention",),
 }
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def _reference_gqa(q, k, v, attn_mask=None):
@@ -68,7 +64,7 @@ def grouped_query_attention(fn) -> bool:
         ("H = 4, G = 2, a query with no key", 4, 2, 3, 3, "empty"),
     ]
     for i, (label, H, G, T, S, mask_kind) in enumerate(specs):
-        g = _gen(40 + i)
+        g = seeded(40 + i)
         q = torch.randn(2, H, T, 4, generator=g, dtype=torch.float64)
         k = torch.randn(2, G, S, 4, generator=g, dtype=torch.float64)
         v = torch.randn(2, G, S, 4, generator=g, dtype=torch.float64)
@@ -203,7 +199,7 @@ def torch_mha_with_our_masks(fn) -> bool:
         with torch.no_grad():  # PyTorch starts both biases at 0; an answer that
             torch.nn.init.normal_(mha.in_proj_bias)  # returns 0 for the empty query
             torch.nn.init.normal_(mha.out_proj.bias)  # must not pass by luck
-    g = _gen(60)
+    g = seeded(60)
     x = torch.randn(2, 4, 8, generator=g, dtype=torch.float64)
     keep = torch.tensor([[True, True, True, False], [True, True, False, False]])
     causal = torch.ones(4, 4, dtype=torch.bool).tril()

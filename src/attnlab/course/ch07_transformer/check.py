@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, close, run_check
+from ..check_core import Case, close, run_check, seeded
 
 __all__ = ["prefix_lm_mask"]
 
@@ -30,10 +30,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "label_smoothing_optimum": (),  # nothing in attnlab computes the optimum
     "pre_ln_decoder_layer": ("torch.nn.TransformerDecoderLayer",),
 }
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def prefix_lm_mask(fn):
@@ -174,7 +170,7 @@ def pre_ln_decoder_layer(fn) -> bool:
     ]
     cases = []
     for i, (label, lay, B, T, S, lengths, scale, hint) in enumerate(specs):
-        g = _gen(800 + i)
+        g = seeded(800 + i)
         y = torch.randn(B, T, 8, generator=g) * scale
         memory = torch.randn(B, S, 8, generator=g)
         mask = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]

@@ -1,9 +1,7 @@
-"""Chapter 7's static twins (see :mod:`attnlab.course.twin`): the positional encoding,
-and the trained date translator running in the page (:mod:`attnlab.course.twin.live`).
-
-What the browser computes: the sinusoidal encoding table. Next to each ``*_twin()``, a ``*_reference``
-computes with attnlab what the twin must display, and ``register_check`` tells the
-browser check (``tools/browser_check.py``) which settings to try.
+"""Chapter 7's static twins: ``positional`` (the sinusoidal encoding table and the dot
+product of two positions' codes, recomputed in the browser) and ``date_translator``
+(the trained date Transformer running in the page, :mod:`attnlab.course.twin.live`).
+The mechanism: :mod:`attnlab.course.twin`.
 """
 
 from __future__ import annotations

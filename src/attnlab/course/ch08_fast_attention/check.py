@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from ..check_core import Case, run_check
+from ..check_core import Case, run_check, seeded
 
 __all__ = [
     "merge_partial_attention",
@@ -48,10 +48,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "tile_backward": (*_FLASH, "attnlab.efficient._flash_backward"),
 }
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def _partial(q, k, v, mask=None):
@@ -79,7 +75,7 @@ def merge_partial_attention(fn):
          "nan: the output must be 0 (no key), not nan"),
     ]  # fmt: skip
     for i, (label, shape, s1, s2, mult, dead, hint) in enumerate(specs):
-        g = _gen(800 + i)
+        g = seeded(800 + i)
         B, T, D = shape
         q = torch.randn(B, T, D, generator=g, dtype=torch.float64) * mult
         k = torch.randn(B, s1 + s2, D, generator=g, dtype=torch.float64)
@@ -186,7 +182,7 @@ def split_kv_decoding(fn):
     ]  # fmt: skip
     cases = []
     for i, (label, (B, H, S, Dh, Dv), n_splits, mult, hint) in enumerate(specs):
-        g = _gen(820 + i)
+        g = seeded(820 + i)
         q = torch.randn(B, H, 1, Dh, generator=g, dtype=torch.float64) * mult
         k = torch.randn(B, H, S, Dh, generator=g, dtype=torch.float64)
         v = torch.randn(B, H, S, Dv, generator=g, dtype=torch.float64)
@@ -243,7 +239,7 @@ def tile_backward(fn):
     ]  # fmt: skip
     cases = []
     for i, (label, (T, S, Dh, Dv), scale, mult, hint) in enumerate(specs):
-        g = _gen(840 + i)
+        g = seeded(840 + i)
         q = torch.randn(T, Dh, generator=g, dtype=torch.float64) * mult
         k = torch.randn(S, Dh, generator=g, dtype=torch.float64)
         v = torch.randn(S, Dv, generator=g, dtype=torch.float64)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, run_check
+from ..check_core import Case, run_check, seeded
 
 __all__ = [
     "causal_linear_attention",
@@ -33,10 +33,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "streaming_mask": ("attnlab.serving.streaming_mask",
                        "attnlab.widgets.subquadratic.pattern_mask"),
 }  # fmt: skip
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def causal_linear_attention(fn):
@@ -56,7 +52,7 @@ def causal_linear_attention(fn):
         ("T=17 (no chunk multiple)", (1, 2, 17, 4, 2), 1.0, "cumsum over the time axis"),
     ]  # fmt: skip
     for i, (label, (B, H, T, Dh, Dv), mult, hint) in enumerate(specs):
-        g = _gen(900 + i)
+        g = seeded(900 + i)
         q = torch.randn(B, H, T, Dh, generator=g, dtype=torch.float64) * mult
         k = torch.randn(B, H, T, Dh, generator=g, dtype=torch.float64) * mult
         v = torch.randn(B, H, T, Dv, generator=g, dtype=torch.float64)

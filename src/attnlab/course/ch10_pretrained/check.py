@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, close, run_check
+from ..check_core import Case, close, run_check, seeded
 
 __all__ = [
     "rollout_sink_curve",
@@ -36,13 +36,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _attentions(L, B, H, T, seed, lengths=None, sharp=1.0):
     """L random (B, H, T, T) maps; example b has ``lengths[b]`` real tokens."""
-    g = _gen(seed)
+    g = seeded(seed)
     lengths = [T] * B if lengths is None else lengths
     mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
     out = []
@@ -124,7 +120,7 @@ def relation_scores(fn):
                 n += 1
         return total / n
 
-    g = _gen(1100)
+    g = seeded(1100)
 
     def maps_of(L, H, T):
         return torch.randn(L, H, T, T, generator=g, dtype=torch.float64).softmax(-1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, close, run_check
+from ..check_core import Case, close, run_check, seeded
 
 __all__ = [
     "integrated_gradients",
@@ -36,10 +36,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.explain.erasure_test",
     ),
 }
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ------------------------------------------------------------- integrated gradients
@@ -71,7 +67,7 @@ def _coupled(W):
 def integrated_gradients(fn):
     """Check ``fn(f, embeddings, steps) -> (B, T)`` against a loop over the path."""
     cases = []
-    g = _gen(1100)
+    g = seeded(1100)
     e = torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
     u = torch.randn(3, generator=g, dtype=torch.float64)
     c = torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0], dtype=torch.float64)

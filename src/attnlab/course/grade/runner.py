@@ -43,37 +43,6 @@ def _printed(cell) -> str:
     return "".join(parts) if all(isinstance(p, str) for p in parts) else ""
 
 
-@contextlib.contextmanager
-def sliced_zmq_polls(slice_s: float = 0.2):
-    """Poll the kernel's sockets in short slices while grading.
-
-    The same workaround as the book build's ``tools/zmq_poll.py``: a missed pyzmq
-    asyncio wake-up would otherwise make a fast cell wait for its whole time limit.
-    """
-    from queue import Empty
-
-    from jupyter_client.channels import AsyncZMQSocketChannel
-
-    original = AsyncZMQSocketChannel.get_msg
-
-    async def get_msg(self, timeout=None):
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = (
-                slice_s if deadline is None else max(0.0, deadline - time.monotonic())
-            )
-            if await self.socket.poll(int(min(slice_s, left) * 1000)):
-                return await self._recv()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise Empty
-
-    AsyncZMQSocketChannel.get_msg = get_msg
-    try:
-        yield
-    finally:
-        AsyncZMQSocketChannel.get_msg = original
-
-
 class Runner:
     """Executes cells one by one in a kernel, restarting it when it dies or hangs."""
 

@@ -27,7 +27,7 @@ controls in headless Chromium and compares the readouts with the reference.
 The script is inlined, not loaded from a file the site serves: one output then works
 unchanged in a notebook and on the site, and a plain script is immune to the require.js
 pitfall of UMD bundles on Jupyter Book pages (they register as anonymous AMD modules and
-never define their global). The runtime is ~6 KB and defined once per page.
+never define their global). The runtime is about 9 KB and defined once per page.
 """
 
 from __future__ import annotations

@@ -1,171 +1,22 @@
-"""Attention at scale: exact attention in O(n) memory, and cheaper approximations.
-
-==================================  ==============  ==============  ======================
-function                            time            extra memory    exact?
-==================================  ==============  ==============  ======================
-:func:`flash_attention`             O(T S Dh)       O(T + tiles)    yes (Dao et al. 2022)
-:func:`sliding_window_attention`    O(T w Dh)       O(T + tiles)    yes, for its band mask
-:func:`linear_attention`            O(T Dh Dv)      O(T Dv + C²)    no: another kernel
-==================================  ==============  ==============  ======================
-
-``flash_attention`` is the FlashAttention algorithm written in plain torch: the
-scores are never held as a (T, S) matrix. Queries are cut into blocks of rows, keys
-and values into blocks of columns; for each row block a loop over the column blocks
-keeps the *online softmax* statistics (running max ``m`` and running sum ``l``,
-Milakov & Gimelshein 2018) and rescales the partial output whenever the max grows.
-Only the output and the log-sum-exp ``L = m + log l`` of each row are saved for
-backward, which recomputes each tile of probabilities from ``L`` (Dao et al. 2022,
-2023). Blocks that a causal or banded mask rules out are never computed.
-
-One engineering detail, as in FlashAttention's own kernels: the tiles use powers of
-two, ``exp(x) = 2 ** (x log2 e)``, with ``log2 e`` folded into the scale of ``q``, so
-the running max and sum live in base 2; the saved ``L`` is converted back to the
-natural log. The result is the same. On a GPU the exponential unit computes ``2**x``
-natively and ``exp(x)`` costs an extra multiply per score, which the folded scale
-saves; on this course's CPU ``torch.exp2`` is faster than ``torch.exp`` per tile, but
-over the whole forward the gain is a few percent (chapter 8 measures both).
-
-Precision: scores, the running max and sum, the accumulator and the saved log-sum-exp
-are kept in float32 for float16/bfloat16 inputs (float64 stays float64), and the output
-and gradients are cast back to the input dtype, as FlashAttention's kernels do.
-
-On CUDA with Triton installed the forward runs the Triton kernel of
-:mod:`attnlab.kernels.triton_flash`; the backward is the same recomputation.
-
-Shapes: ``q (..., T, Dh)``, ``k (..., S, Dh)``, ``v (..., S, Dv)`` with equal leading
-dims, e.g. (B, H, T, Dh).
-
-Causal alignment when T != S. ``align="top_left"`` (the default, as
-:func:`torch.nn.functional.scaled_dot_product_attention` with ``is_causal=True``): query
-``i`` sees keys ``j <= i``. ``align="bottom_right"`` (as
-``torch.nn.attention.bias.causal_lower_right`` and FlashAttention >= 2.1): the last query
-lines up with the last key, query ``i`` sees ``j <= i + S - T`` -- what a decoding step
-or a chunked prefill against a cache of ``S - T`` earlier keys needs. The sliding
-window's band follows the same diagonal.
-"""
+"""Flash attention in PyTorch (tiled forward with an online softmax, tiled backward from
+the log-sum-exp) and sliding-window attention on it; the Triton forward on CUDA."""
 
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn.functional as F
 
-from .attention import check_qkv
-
-__all__ = [
-    "flash_attention",
-    "sliding_window_attention",
-    "linear_attention",
-    "band_mask",
-    "elu_feature_map",
-    "ALIGNS",
-]
-
-ALIGNS = ("top_left", "bottom_right")
-
-BLOCK_Q = (
-    256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+from .tiles import (
+    BLOCK_K,
+    BLOCK_Q,
+    LOG2E,
+    _check_align,
+    _check_qkv,
+    _check_window,
+    _offset,
+    _tile_mask,
 )
-BLOCK_K = 256  # columns of keys per tile
-LOG2E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * LOG2E)
-
-
-# ----------------------------------------------------------------------------- checks
-def _check_qkv(q, k, v, fn: str) -> None:
-    check_qkv(q, k, v, fn)  # types, Dh, S, dtype: as every attention function
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(
-            f"{fn}: q, k, v must share their leading (batch, head) dims, got "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    if not q.is_floating_point():
-        raise TypeError(f"{fn}: q, k, v must be floating point, got {q.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(
-            f"{fn}: q, k, v on different devices: {q.device}, {k.device}, {v.device}"
-        )
-
-
-def _check_window(window) -> None:
-    if window is None:
-        return
-    if isinstance(window, bool) or not isinstance(window, int):
-        raise TypeError(f"window must be an int >= 0, got {window!r}")
-    if window < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
-
-
-def _check_align(align) -> None:
-    if align not in ALIGNS:
-        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
-
-
-def _offset(T: int, S: int, align: str) -> int:
-    """Key index on the diagonal of query 0: 0 (top-left) or S - T (bottom-right)."""
-    return 0 if align == "top_left" else S - T
-
-
-def band_mask(T: int, S: int, window: int | None = None, is_causal: bool = False,
-              device=None, align: str = "top_left") -> torch.Tensor:  # fmt: skip
-    """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
-    if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
-    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
-    _check_window(window)
-    _check_align(align)
-    i = torch.arange(T, device=device)[:, None] + _offset(T, S, align)  # (T, 1)
-    j = torch.arange(S, device=device)[None, :]  # (1, S)
-    allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
-    if window is not None:
-        allowed &= (i - j).abs() <= window
-    if is_causal:
-        allowed &= j <= i
-    return allowed
-
-
-# ------------------------------------------------------------------- tiles and masks
-def _tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
-    """Which entries of the tile rows [i0, i1) x columns [j0, j1) may attend.
-
-    ``offset`` shifts the diagonal: query ``i`` is aligned with key ``i + offset``.
-    Returns ``"skip"`` if none may (the tile is never computed), ``None`` if all may
-    (no mask needed), else a boolean (i1 - i0, j1 - j0) mask."""
-    i0, i1 = i0 + offset, i1 + offset  # rows in key coordinates
-    lo, hi = -math.inf, math.inf  # allowed j - i in [lo, hi]
-    if causal:
-        hi = 0
-    if window is not None:
-        lo, hi = max(lo, -window), min(hi, window)
-    dmin, dmax = j0 - (i1 - 1), (j1 - 1) - i0  # extreme values of j - i in the tile
-    if dmax < lo or dmin > hi:
-        return "skip"
-    if dmin >= lo and dmax <= hi:
-        return None
-    d = (
-        torch.arange(j0, j1, device=device)[None, :]
-        - torch.arange(i0, i1, device=device)[:, None]
-    )
-    return (d >= lo) & (d <= hi)  # (i1 - i0, j1 - j0)
-
-
-def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
-              window: int | None = None, align: str = "top_left") -> list[list[str]]:  # fmt: skip
-    """For each (row block, column block): ``"full"``, ``"masked"`` or ``"skip"``.
-
-    The plan the kernels follow; chapter 8's widget draws it."""
-    _check_align(align)
-    off = _offset(T, S, align)
-    plan = []
-    for i0 in range(0, T, block_q):
-        row = []
-        for j0 in range(0, S, block_k):
-            m = _tile_mask(i0, min(i0 + block_q, T), j0, min(j0 + block_k, S), causal,
-                           window, "cpu", off)  # fmt: skip
-            row.append(
-                "skip" if isinstance(m, str) else "full" if m is None else "masked"
-            )
-        plan.append(row)
-    return plan
 
 
 # -------------------------------------------------------------- torch forward/backward
@@ -264,7 +115,7 @@ def _triton_usable(q) -> bool:
     (gradcheck, references) stays on the torch loop."""
     if not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
-    from .kernels import triton_flash
+    from ..kernels import triton_flash
 
     return triton_flash.available()
 
@@ -273,7 +124,7 @@ class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, scale, causal, window, block_q, block_k, offset, kpm):
         if _triton_usable(q) and window is None and offset == 0 and kpm is None:
-            from .kernels.triton_flash import triton_flash_forward
+            from ..kernels.triton_flash import triton_flash_forward
 
             out, lse = triton_flash_forward(q, k, v, is_causal=causal, scale=scale)
         else:
@@ -419,71 +270,3 @@ def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
     if block_size is None:
         block_size = min(BLOCK_Q, max(32, window))
     return _tiled(q, k, v, scale, is_causal, window, block_size, align)
-
-
-# ----------------------------------------------------------------- linear attention
-def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
-    """phi(x) = elu(x) + 1 >= 0, the feature map of Katharopoulos et al. (2020).
-
-    Positive in exact arithmetic, but it rounds to 0 for very negative x (x <= -17 or
-    so in float32), which is why :func:`linear_attention` guards its denominator."""
-    return F.elu(x) + 1.0
-
-
-def _guard(den: torch.Tensor) -> torch.Tensor:
-    """A denominator of 0 means every feature product was 0 (underflow, or no key):
-    the numerator is 0 too, and the output is 0 instead of 0/0 = NaN."""
-    return den.clamp_min(torch.finfo(den.dtype).tiny)
-
-
-def linear_attention(
-    q, k, v, *, is_causal: bool = False, chunk: int = 64
-) -> torch.Tensor:
-    r"""Linear attention (Katharopoulos et al. 2020): the softmax kernel
-    :math:`\exp(q\cdot k)` replaced by :math:`\phi(q)\cdot\phi(k)`,
-    :math:`\phi = \mathrm{elu} + 1`:
-
-    .. math:: \mathrm{out}_i = \frac{\phi(q_i)^\top \sum_j \phi(k_j) v_j^\top}
-                                    {\phi(q_i)^\top \sum_j \phi(k_j)}
-
-    By associativity the sums are computed once, O(T·Dh·Dv) instead of O(T·S·Dh). When
-    causal the sums run over ``j <= i``: a recurrent state
-    :math:`S_i = S_{i-1} + \phi(k_i) v_i^\top` (an RNN), computed here chunk by chunk —
-    inside a chunk of ``chunk`` positions the small masked quadratic form, across chunks
-    the carried state — so memory stays O(T·Dv + chunk²).
-
-    A query whose feature products with every key are 0 (no key, S = 0, or features
-    that underflow) gets a zero output, never NaN.
-
-    Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
-    """
-    _check_qkv(q, k, v, "linear_attention")
-    if chunk < 1:
-        raise ValueError(f"chunk must be >= 1, got {chunk}")
-    fq, fk = elu_feature_map(q), elu_feature_map(k)  # (..., T, Dh), (..., S, Dh)
-    if not is_causal:
-        kv = fk.transpose(-2, -1) @ v  # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
-        z = fk.sum(-2)  # (..., Dh)
-        num = fq @ kv  # (..., T, Dh) @ (..., Dh, Dv) -> (..., T, Dv)
-        den = (fq * z[..., None, :]).sum(-1, keepdim=True)  # (..., T, 1)
-        return num / _guard(den)
-    T, S = q.shape[-2], k.shape[-2]
-    if T == 0:
-        return v.new_zeros(*q.shape[:-1], v.shape[-1]) + 0 * v.sum()  # (..., 0, Dv)
-    state = fk.new_zeros(*fk.shape[:-2], fk.shape[-1], v.shape[-1])  # (..., Dh, Dv)
-    z = fk.new_zeros(*fk.shape[:-2], 1, fk.shape[-1])  # (..., 1, Dh)
-    outs = []
-    for c0 in range(0, T, chunk):
-        c1 = min(c0 + chunk, T)
-        qc = fq[..., c0:c1, :]  # (..., C, Dh)
-        kc, vc = (
-            fk[..., c0 : min(c1, S), :],
-            v[..., c0 : min(c1, S), :],
-        )  # (..., C', Dh/Dv)
-        a = (qc @ kc.transpose(-2, -1)).tril()  # j <= i inside the chunk  (..., C, C')
-        num = qc @ state + a @ vc  # (..., C, Dv)
-        den = (qc * z).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)  # (..., C, 1)
-        outs.append(num / _guard(den))
-        state = state + kc.transpose(-2, -1) @ vc  # (..., Dh, Dv)
-        z = z + kc.sum(-2, keepdim=True)  # (..., 1, Dh)
-    return torch.cat(outs, dim=-2)  # (..., T, Dv)

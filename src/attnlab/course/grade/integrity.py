@@ -1,0 +1,144 @@
+"""What the grader trusts: the check cells of a submission against its master's (the
+integrity data), where the master is, and the digest of the installed package."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+
+from ..exercises import (
+    cell_source,
+    chapter_number,
+    find_exercises,
+    normalise,
+)
+from . import masters as _masters
+
+OWN_OUTPUTS = (".graded.ipynb", ".grade.json", ".grade.txt")
+
+
+class GradeError(Exception):
+    """A submission that cannot be graded at all (unreadable, no master found)."""
+
+
+class PackageChanged(GradeError):
+    """The installed attnlab package changed while a notebook was graded."""
+
+
+# ------------------------------------------------------------------ integrity
+
+
+def integrity_problems(sub, master) -> tuple[list[str], dict[str, list[int]]]:
+    """Compare the submission's check cells with the master's (the published ones).
+
+    Returns the problems found (one per edited or removed check cell, or missing
+    box, each naming the exercise's label) and, per intact exercise label, the
+    submission's cells that hold its published checks (matched by their normalised
+    source; when a student repeated a check cell, the last copy counts). Exercises
+    with a problem are left out of the mapping: only they are refused.
+    """
+    problems: list[str] = []
+    mapping: dict[str, list[int]] = {}
+    sub_ex = {e.label: e for e in find_exercises(sub)}
+    for ex in find_exercises(master):
+        published = [normalise(cell_source(master["cells"][i])) for i in ex.check_cells]
+        if not published:
+            continue
+        mine = sub_ex.get(ex.label)
+        name = f"Exercise {ex.number} ({ex.label})"
+        if mine is None:
+            problems.append(f"{name}: its exercise box is missing")
+            continue
+        found, candidates, bad = [], list(mine.check_cells), False
+        for src in published:
+            hits = [
+                i for i in candidates if normalise(cell_source(sub["cells"][i])) == src
+            ]
+            if hits:
+                found.append(hits[-1])
+                candidates = [i for i in candidates if i > hits[-1]]
+            else:
+                bad = True
+                near = [
+                    f"cell {i}: {normalise(cell_source(sub['cells'][i]))!r}"
+                    for i in mine.check_cells
+                ]
+                seen = f"; found {'; '.join(near)}" if near else ""
+                problems.append(
+                    f"{name}: the check cell {src!r} was edited or removed (or the "
+                    f"notebook is from another version of the course){seen}"
+                )
+        if not bad:
+            mapping[ex.label] = found
+    return problems, mapping
+
+
+# ------------------------------------------------------------------ masters
+
+
+def default_masters() -> Path | None:
+    """The repository's chapters/ when attnlab is an editable install, else None
+    (the packaged integrity data is used)."""
+    repo = Path(__file__).resolve().parents[3] / "chapters"
+    return repo if repo.is_dir() else None
+
+
+def _read(path: Path):
+    import nbformat
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return nbformat.read(str(path), as_version=4)
+    except Exception as err:
+        raise GradeError(f"{path}: not a readable notebook ({err})") from err
+
+
+def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
+    """The master of a submission: ``master`` itself if it is a notebook; else, in the
+    folder ``master`` (or the packaged data when there is none), the notebook of the
+    same name, else the one with the chapter number of the title. Returns a path, or
+    the packaged entry's name (``"packaged:NN_topic.ipynb"``)."""
+    if master is not None and not master.exists():
+        raise GradeError(f"--master {master} does not exist")
+    if master is not None and master.is_file():
+        return master
+    n = chapter_number(sub)
+    if master is not None:
+        same = master / sub_path.name
+        if same.is_file():
+            return same
+        hits = sorted(master.glob(f"{n:02d}_*.ipynb")) if n is not None else []
+        if len(hits) == 1:
+            return hits[0]
+        where = str(master)
+    else:
+        data = _masters.load()
+        if sub_path.name in data:
+            return f"packaged:{sub_path.name}"
+        hits = [k for k, v in data.items() if n is not None and v["chapter"] == n]
+        if len(hits) == 1:
+            return f"packaged:{hits[0]}"
+        where = "the course's chapters (packaged with attnlab)"
+    raise GradeError(
+        f"{sub_path}: cannot tell which chapter this is (no {sub_path.name} in "
+        f"{where}, title number {n}); pass --master"
+    )
+
+
+def _master_entry(found: Path | str) -> dict:
+    if isinstance(found, str) and found.startswith("packaged:"):
+        return _masters.load()[found.split(":", 1)[1]]
+    return _masters.skeleton(_read(Path(found)))
+
+
+def package_digest() -> str:
+    """SHA-256 over the installed attnlab package's files (names and contents)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+            h.update(str(p.relative_to(root)).encode() + b"\0")
+            h.update(p.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,277 @@
+"""Grading one notebook: run it in a fresh kernel, replay each check in the grader's
+process, and give each exercise its verdict (:func:`grade`)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from ..exercises import (
+    Exercise,
+    cell_source,
+    check_calls,
+    find_exercises,
+    normalise,
+)
+from ..zmq_poll import sliced_zmq_polls
+from . import masters as _masters
+from .integrity import (
+    GradeError,
+    PackageChanged,
+    _master_entry,
+    _read,
+    default_masters,
+    find_master,
+    integrity_problems,
+    package_digest,
+)
+from .report import ExerciseResult, Report
+from .runner import CellRun, Runner
+
+# ------------------------------------------------------------------ verdicts
+
+
+def _where(nb, i: int) -> str:
+    """A cell as an instructor finds it: its index and its first line of code."""
+    first = next((ln for ln in cell_source(nb.cells[i]).splitlines() if ln.strip()), "")
+    first = first if len(first) <= 40 else first[:39] + "…"
+    return f"cell {i} ({first.strip()})"
+
+
+def _describe(event: dict) -> str:
+    what, name = event.get("what"), event.get("name", "")
+    if what == "forbidden":
+        return (
+            f"called {name}, which the exercise asks you to write yourself "
+            f"(check {event.get('check')})"
+        )
+    if what == "reference":
+        return f"called the check's own reference code ({name})"
+    if what == "patch":
+        return f"changed the library in the kernel ({name})"
+    if what == "write":
+        return f"wrote into the installed package or the grader's folders ({name})"
+    if what == "frames":
+        return f"inspected the check's frames while it ran ({name})"
+    if what == "monitor":
+        return name
+    return f"tampered with the grading ({name})"
+
+
+def _check_cell_outcome(sub, i: int, run: CellRun) -> list[tuple[str, str]]:
+    from .replay import replay
+
+    if run.status == "timeout":
+        return [("timed out", f"the check {run.detail}")]
+    if run.status == "not run":
+        return [("timed out", f"not run: {run.detail}")]
+    if run.status == "dead":
+        return [("errored", f"{_where(sub, i)}: the kernel died while the check ran")]
+    if run.status == "error":
+        return [("errored", f"{_where(sub, i)}: the check raised {run.detail}")]
+    return replay(check_calls(sub.cells[i]), run.answers)
+
+
+def _exercise_result(
+    nb, ex: Exercise, checks: list[int], runs: dict, flags: list[str]
+) -> ExerciseResult:
+    own = sorted(set(ex.work_cells + ex.solution_cells + ex.check_cells) - set(checks))
+    seconds = sum(runs[i].seconds for i in own + checks if i in runs)
+    result = ExerciseResult(ex.number, ex.label, ex.title, ex.checks, "", "", seconds)
+    if flags:
+        result.status, result.message = "flagged", "; ".join(dict.fromkeys(flags))
+        return result
+    exits = [
+        (i, runs[i])
+        for i in own + checks
+        if i in runs
+        and (runs[i].status == "dead" or runs[i].detail.startswith("SystemExit"))
+    ]
+    if exits:
+        i, r = exits[0]
+        detail = "killed the kernel" if r.status == "dead" else f"raised {r.detail}"
+        result.status, result.message = "errored", f"{_where(nb, i)} {detail}"
+        return result
+    outcomes = [o for i in checks for o in _check_cell_outcome(nb, i, runs[i])]
+    if outcomes and all(s == "passed" for s, _ in outcomes):
+        result.status = "passed"
+        result.message = "; ".join(m for _, m in outcomes)
+        return result
+    bad = [(i, runs[i]) for i in own if i in runs and runs[i].status != "ok"]
+    for kind, status in (("timeout", "timed out"), ("dead", "errored")):
+        hit = [(i, r) for i, r in bad if r.status == kind]
+        if hit:
+            i, r = hit[0]
+            result.status, result.message = status, f"{_where(nb, i)} {r.detail}"
+            return result
+    errors = [(i, r) for i, r in bad if r.status == "error"]
+    if errors:
+        i, r = errors[0]
+        result.status = "errored"
+        result.message = f"{_where(nb, i)} raised {r.detail}"
+        return result
+    for status in ("timed out", "errored", "failed"):
+        hit = [m for s, m in outcomes if s == status]
+        if hit:
+            result.status, result.message = status, hit[0]
+            return result
+    if outcomes and all(s == "not attempted" for s, _ in outcomes):
+        result.status, result.message = "not attempted", outcomes[0][1]
+    else:  # some checks passed, others not attempted
+        result.status = "failed"
+        result.message = next(
+            (m for s, m in outcomes if s == "not attempted"), "no check ran"
+        )
+    return result
+
+
+def _written(sub, ex: Exercise, known: set[str]) -> list[dict]:
+    """The markdown cells of an exercise that the student wrote or changed."""
+    out = []
+    for i in ex.answer_cells:
+        src = cell_source(sub.cells[i])
+        if normalise(src) and _masters.digest(src) not in known:
+            out.append({"cell": i, "text": src.strip()})
+    return out
+
+
+def grade(
+    path: str | Path,
+    master: str | Path | None = None,
+    cell_timeout: float = 300.0,
+    exercise_timeout: float = 60.0,
+    time_limit: float = 900.0,
+    kernel: str = "python3",
+    executed: str | Path | None = None,
+    protected: list[str | Path] = (),
+    digest: str | None = None,
+    forbid: dict[str, list[str]] | None = None,
+) -> Report:
+    """Grade one submission; see the module docstring. Raises :class:`GradeError` only
+    when it cannot be graded at all (unreadable, or no master found), and
+    :class:`PackageChanged` (after writing nothing) when the installed package changed
+    while it ran."""
+    path = Path(path)
+    sub = _read(path)
+    if master is None:
+        master = default_masters()
+    found = find_master(sub, path, Path(master) if master else None)
+    entry = _master_entry(found)
+    master_nb = _masters.as_notebook(entry)
+    problems, mapping = integrity_problems(sub, master_nb)
+    report = Report(
+        str(path),
+        str(found),
+        "graded",
+        problems,
+        cell_timeout=cell_timeout,
+        exercise_timeout=exercise_timeout,
+        time_limit=time_limit,
+    )
+    exercises = find_exercises(sub)
+    published = {e.label for e in find_exercises(master_nb) if e.check_cells}
+    checks_of = {i: check_calls(sub.cells[i]) for c in mapping.values() for i in c}
+    owner = {}
+    for ex in exercises:
+        for i in ex.work_cells + ex.solution_cells + ex.check_cells:
+            owner[i] = ex
+    code_known = set(entry["code"])
+    digest = digest or package_digest()
+    start = time.monotonic()
+    runs: dict[int, CellRun] = {}
+    guard = [str(path.resolve().parent), *map(str, protected)]
+    with tempfile.TemporaryDirectory(prefix="attnlab-grade-") as work:
+        runner = Runner(
+            sub,
+            Path(work) / path.name,
+            kernel,
+            cell_timeout,
+            time_limit,
+            guard,
+            forbid,
+        )
+        with sliced_zmq_polls():
+            try:
+                for i, cell in enumerate(sub.cells):
+                    if cell.cell_type != "code" or not cell_source(cell).strip():
+                        continue
+                    limit = exercise_timeout if i in owner else cell_timeout
+                    student = _masters.digest(cell_source(cell)) not in code_known
+                    runs[i] = run = runner.run(
+                        i, student=student, checks=checks_of.get(i), timeout=limit
+                    )
+                    if i not in owner and run.status != "ok":
+                        report.notes.append(
+                            f"{_where(sub, i)}, outside the exercises: {run.detail}"
+                        )
+            except RuntimeError as err:  # the sentry could not start at all
+                raise GradeError(f"{path}: {err}") from err
+            finally:
+                runner.stop()
+    report.notes += runner.notes
+    report.seconds = time.monotonic() - start
+    flags = _flags(sub, exercises, mapping, owner, runs)
+    if package_digest() != digest:
+        raise PackageChanged(
+            f"{path}: the installed attnlab package changed while this notebook ran "
+            f"({'; '.join(dict.fromkeys(flags.get('*', []))) or 'no write seen'}); "
+            "reinstall attnlab before grading anything else"
+        )
+    refused = {p.split("(", 1)[1].split(")", 1)[0]: p for p in problems if "(" in p}
+    md_known = set(entry["markdown"])
+    for ex in exercises:
+        if ex.label in refused:
+            cells = ", ".join(_where(sub, i) for i in ex.check_cells) or "no check cell"
+            result = ExerciseResult(
+                ex.number,
+                ex.label,
+                ex.title,
+                ex.checks,
+                "refused",
+                f"its check cell was edited or removed ({cells}): leave check cells "
+                "as they are",
+                0.0,
+            )
+        elif ex.label in mapping:
+            result = _exercise_result(
+                sub, ex, mapping[ex.label], runs, flags.get(ex.label, [])
+            )
+        elif ex.label not in published:
+            result = ExerciseResult(
+                ex.number,
+                ex.label,
+                ex.title,
+                ex.checks,
+                "written",
+                "no check: the instructor grades the written answer",
+                0.0,
+            )
+        else:
+            continue
+        result.answers = _written(sub, ex, md_known)
+        report.exercises.append(result)
+    if executed:
+        import nbformat
+
+        nbformat.write(sub, str(executed))
+    return report
+
+
+def _flags(sub, exercises, mapping, owner, runs) -> dict[str, list[str]]:
+    """Per exercise label, what the sentry saw that fails it (``*``: every one)."""
+    flags: dict[str, list[str]] = {}
+    last_check = {
+        ex.label: max(mapping.get(ex.label, ex.check_cells) or [ex.box_cell])
+        for ex in exercises
+    }
+    for i, run in sorted(runs.items()):
+        for ev in run.events:
+            text = f"{_where(sub, i)} {_describe(ev)}"
+            flags.setdefault("*", []).append(text)
+            ex = owner.get(i)
+            local = ev.get("what") in ("forbidden", "reference", "frames")
+            for e in exercises:
+                if e is ex or (not (local and ex) and last_check[e.label] >= i):
+                    flags.setdefault(e.label, []).append(text)
+    return flags

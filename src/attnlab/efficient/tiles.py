@@ -1,0 +1,115 @@
+"""The tiles of tiled attention and their masks: the tile sizes, the input checks, the
+band (sliding-window) mask and the plan of which tiles a mask skips."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..attention import check_qkv
+
+ALIGNS = ("top_left", "bottom_right")
+
+BLOCK_Q = (
+    256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+)
+BLOCK_K = 256  # columns of keys per tile
+LOG2E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * LOG2E)
+
+
+# ----------------------------------------------------------------------------- checks
+def _check_qkv(q, k, v, fn: str) -> None:
+    check_qkv(q, k, v, fn)  # types, Dh, S, dtype: as every attention function
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            f"{fn}: q, k, v must share their leading (batch, head) dims, got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not q.is_floating_point():
+        raise TypeError(f"{fn}: q, k, v must be floating point, got {q.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"{fn}: q, k, v on different devices: {q.device}, {k.device}, {v.device}"
+        )
+
+
+def _check_window(window) -> None:
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window must be an int >= 0, got {window!r}")
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+
+
+def _check_align(align) -> None:
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
+
+
+def _offset(T: int, S: int, align: str) -> int:
+    """Key index on the diagonal of query 0: 0 (top-left) or S - T (bottom-right)."""
+    return 0 if align == "top_left" else S - T
+
+
+def band_mask(T: int, S: int, window: int | None = None, is_causal: bool = False,
+              device=None, align: str = "top_left") -> torch.Tensor:  # fmt: skip
+    """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
+    if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
+    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
+    _check_window(window)
+    _check_align(align)
+    i = torch.arange(T, device=device)[:, None] + _offset(T, S, align)  # (T, 1)
+    j = torch.arange(S, device=device)[None, :]  # (1, S)
+    allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
+    if window is not None:
+        allowed &= (i - j).abs() <= window
+    if is_causal:
+        allowed &= j <= i
+    return allowed
+
+
+# ------------------------------------------------------------------- tiles and masks
+def _tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
+    """Which entries of the tile rows [i0, i1) x columns [j0, j1) may attend.
+
+    ``offset`` shifts the diagonal: query ``i`` is aligned with key ``i + offset``.
+    Returns ``"skip"`` if none may (the tile is never computed), ``None`` if all may
+    (no mask needed), else a boolean (i1 - i0, j1 - j0) mask."""
+    i0, i1 = i0 + offset, i1 + offset  # rows in key coordinates
+    lo, hi = -math.inf, math.inf  # allowed j - i in [lo, hi]
+    if causal:
+        hi = 0
+    if window is not None:
+        lo, hi = max(lo, -window), min(hi, window)
+    dmin, dmax = j0 - (i1 - 1), (j1 - 1) - i0  # extreme values of j - i in the tile
+    if dmax < lo or dmin > hi:
+        return "skip"
+    if dmin >= lo and dmax <= hi:
+        return None
+    d = (
+        torch.arange(j0, j1, device=device)[None, :]
+        - torch.arange(i0, i1, device=device)[:, None]
+    )
+    return (d >= lo) & (d <= hi)  # (i1 - i0, j1 - j0)
+
+
+def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
+              window: int | None = None, align: str = "top_left") -> list[list[str]]:  # fmt: skip
+    """For each (row block, column block): ``"full"``, ``"masked"`` or ``"skip"``.
+
+    The plan the kernels follow; chapter 8's widget draws it."""
+    _check_align(align)
+    off = _offset(T, S, align)
+    plan = []
+    for i0 in range(0, T, block_q):
+        row = []
+        for j0 in range(0, S, block_k):
+            m = _tile_mask(i0, min(i0 + block_q, T), j0, min(j0 + block_k, S), causal,
+                           window, "cpu", off)  # fmt: skip
+            row.append(
+                "skip" if isinstance(m, str) else "full" if m is None else "masked"
+            )
+        plan.append(row)
+    return plan

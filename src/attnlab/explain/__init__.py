@@ -1,0 +1,93 @@
+"""The tools of the "is attention explanation?" debate, each a short function.
+
+Where information flows in a Transformer (Abnar & Zuidema, 2020):
+
+* :func:`attention_rollout`, :func:`attention_flow` — heads averaged, the residual
+  added as ``A = 0.5 W + 0.5 I`` (rows renormalised), then the product of the layers
+  (rollout) or a max-flow through the layered graph (flow).
+* :func:`value_norm_attention` — ``||alpha_ij f(x_j)||``: a weight times the length of
+  what it moves (Kobayashi et al., 2020).
+
+How much each input token matters, to compare attention against (Jain & Wallace, 2019):
+
+* :func:`gradient_importance` (gradient × input), :func:`leave_one_out` (delete or
+  blank out a token); :func:`kendall_tau` (tau-b) and :func:`spearman` compare two
+  rankings, :func:`rationale_recall` compares one with the known rationale.
+
+Tests of attention as an explanation. A *decoder* ``decode(h, weights) -> logit (B,)``
+is the part of a model after its attention, with the encoded tokens ``h`` held fixed
+(:meth:`attnlab.classifiers.AttentionClassifier.decode`):
+
+* Jain & Wallace (2019): :func:`permutation_test`, :func:`adversarial_attention`
+  (max :func:`jsd` to the original weights with the output changed by at most eps);
+* Wiegreffe & Pinter (2019): the uniform baseline
+  (``AttentionClassifier(attention="uniform")``), :func:`wp_adversary` and
+  :func:`wp_adversary_loss` (a model
+  *trained* to predict like the base model with different attention),
+  :func:`diagnostic_mlp` (frozen weights in a model without context);
+* Serrano & Smith (2019): :func:`erasure_test` (erase the top items until the
+  decision flips), :func:`weight_gradient` (their gradient ranking);
+* Pruthi et al. (2020): :func:`deception_penalty`, :func:`deceptive_loss` (train a
+  model to keep its attention off tokens it still uses).
+
+Shapes: B examples, L layers, H heads, T tokens, E embedding width. Masks are True on
+real tokens.
+"""
+
+from .debate import (  # noqa: F401
+    _check_decoder_args,
+    adversarial_attention,
+    deception_penalty,
+    deceptive_loss,
+    diagnostic_mlp,
+    erasure_test,
+    permutation_test,
+    weight_gradient,
+    wp_adversary,
+    wp_adversary_loss,
+)
+from .importance import (  # noqa: F401
+    _check_scores,
+    _nan_rows,
+    _no_nan,
+    _rankings,
+    _ranks,
+    gradient_importance,
+    jsd,
+    kendall_tau,
+    leave_one_out,
+    mean_std,
+    rationale_recall,
+    spearman,
+)
+from .rollout import (  # noqa: F401
+    _flow_graph,
+    _weight,
+    attention_flow,
+    attention_rollout,
+    residual_attention,
+    value_norm_attention,
+)
+
+__all__ = [
+    "residual_attention",
+    "attention_rollout",
+    "attention_flow",
+    "value_norm_attention",
+    "gradient_importance",
+    "leave_one_out",
+    "kendall_tau",
+    "spearman",
+    "rationale_recall",
+    "jsd",
+    "permutation_test",
+    "adversarial_attention",
+    "wp_adversary",
+    "wp_adversary_loss",
+    "diagnostic_mlp",
+    "weight_gradient",
+    "erasure_test",
+    "deception_penalty",
+    "deceptive_loss",
+    "mean_std",
+]

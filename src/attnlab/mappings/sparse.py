@@ -1,0 +1,137 @@
+"""sparsemax (Martins & Astudillo, 2016) and 1.5-entmax (Peters et al., 2019), each with
+its exact forward (top-k, iterative or sort) and closed-form backward."""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels import sparse as _k
+from .basic import _HALF, _check_k, _check_scores, _shift
+
+# ------------------------------------------------------------------------ sparsemax
+_METHODS = ("topk", "iter", "sort")
+
+
+def _method(method: str, name: str) -> str:
+    if method not in _METHODS:
+        raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
+    return method
+
+
+def _sparsemax_forward(x, dim, method="topk", k=None):
+    """``(p, |S|)``: the weights and the support size of each row."""
+    if method == "topk":
+        m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax", k)
+        return (x - m).sub_(tau).clamp_(min=0), size  # -inf -> 0; dead rows: m = 0
+    z, live = _shift(x, dim, "sparsemax")
+    tau_fn = _k.sparsemax_tau_iter if method == "iter" else _k.sparsemax_tau_sort
+    p = torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
+    return p, (p > 0).sum(dim=dim, keepdim=True).to(p.dtype)
+
+
+class SparsemaxFunction(torch.autograd.Function):
+    """sparsemax with its Jacobian ``diag(s) - s s^T / |S|`` (``s`` = support indicator).
+
+    Backward: ``J^T g = s * (g - mean_S(g))``, two passes over the row.
+    """
+
+    @staticmethod
+    def forward(ctx, x, dim=-1, method="topk", k=None):
+        p, size = _sparsemax_forward(x, dim, method, k)
+        ctx.dim = dim
+        ctx.save_for_backward(p, size)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        p, size = ctx.saved_tensors
+        supp = p > 0
+        gs = torch.where(supp, g, 0)
+        mean = gs.sum(dim=ctx.dim, keepdim=True) / torch.clamp(size, min=1)
+        return torch.where(supp, gs.sub_(mean), 0), None, None, None
+
+
+def sparsemax(
+    x: torch.Tensor, dim: int = -1, k: int | None = None, *, method: str = "topk"
+) -> torch.Tensor:
+    """Euclidean projection of the scores onto the simplex (Martins & Astudillo 2016).
+
+    ``sparsemax(x) = argmin_{p in simplex} ||p - x||^2 = [x - tau]_+`` with ``tau`` the
+    threshold that makes the weights sum to one, ``tau = (sum_S x - 1) / |S|`` on the
+    support ``S``. How ``tau`` is found (all exact):
+
+    * ``"topk"`` (default): sort only the top few scores of each row, check that the
+      support found is shorter than the prefix, else retry with a longer one;
+    * ``"iter"``: sort-free threshold iterations (Michelot) with an exact support check;
+    * ``"sort"``: the textbook O(n log n) full sort.
+
+    Parameters
+    ----------
+    x : tensor ``(..., n, ...)`` of scores (``-inf`` = masked).
+    dim : the dimension to normalise over.
+    k : the size of the first partial sort of ``"topk"`` (as the ``k`` of
+        ``entmax.sparsemax``): rows whose support fills it are redone with ``4k``, so
+        any ``k >= 1`` gives the exact answer. ``None``: a default that fits typical
+        supports.
+    """
+    empty = _check_scores(x, dim, "sparsemax")
+    k = _check_k(k, "sparsemax")
+    method = _method(method, "sparsemax")
+    if empty:
+        return x.clone()
+    xf = x.float() if x.dtype in _HALF else x
+    return SparsemaxFunction.apply(xf, dim, method, k).to(x.dtype)
+
+
+# ------------------------------------------------------------------------ 1.5-entmax
+def _entmax15_forward(x, dim, method="topk", k=None):
+    """``(p, sum_S sqrt(p))`` for 1.5-entmax."""
+    if method == "topk":
+        m, tau, s_sum = _k.threshold_topk(x, dim, "entmax15", "entmax15", k)
+        p = torch.add(-tau, x - m, alpha=0.5).clamp_(min=0).square_()  # [z/2 - tau]_+^2
+        return p, s_sum
+    z, live = _shift(x, dim, "entmax15")
+    tau_fn = _k.entmax15_tau_iter if method == "iter" else _k.entmax15_tau_sort
+    p = torch.where(live, torch.clamp(z / 2 - tau_fn(z, dim), min=0).square(), 0)
+    return p, p.sqrt().sum(dim=dim, keepdim=True)
+
+
+class Entmax15Function(torch.autograd.Function):
+    """1.5-entmax with Jacobian ``diag(s) - s s^T / sum(s)``, ``s = sqrt(p)``."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1, method="topk", k=None):
+        p, s_sum = _entmax15_forward(x, dim, method, k)
+        ctx.dim = dim
+        ctx.save_for_backward(p, s_sum)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        p, s_sum = ctx.saved_tensors
+        s = p.sqrt()
+        gs = g * s
+        den = torch.where(s_sum > 0, s_sum, 1)
+        mean = gs.sum(dim=ctx.dim, keepdim=True) / den
+        return torch.addcmul(gs, s, mean, value=-1), None, None, None
+
+
+def entmax15(
+    x: torch.Tensor, dim: int = -1, k: int | None = None, *, method: str = "topk"
+) -> torch.Tensor:
+    """1.5-entmax (Peters, Niculae & Martins 2019): ``p = [x/2 - tau]_+^2``.
+
+    The solution of ``max_{p in simplex} p.x + H_1.5(p)`` with the Tsallis entropy
+    ``H_a(p) = (1 - sum p_j^a) / (a (a - 1))``; sparse like sparsemax, smooth like
+    softmax. On a known support ``tau`` solves a quadratic exactly; ``method`` picks how
+    the support is found, as in :func:`sparsemax` (``"iter"`` uses Newton steps with an
+    exact support check). All methods are exact. ``k`` is the size of the first
+    partial sort, as in :func:`sparsemax`.
+    """
+    empty = _check_scores(x, dim, "entmax15")
+    k = _check_k(k, "entmax15")
+    method = _method(method, "entmax15")
+    if empty:
+        return x.clone()
+    xf = x.float() if x.dtype in _HALF else x
+    return Entmax15Function.apply(xf, dim, method, k).to(x.dtype)

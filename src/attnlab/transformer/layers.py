@@ -1,0 +1,191 @@
+"""The Transformer's encoder and decoder layers (post-LN or pre-LN), on
+:class:`attnlab.MultiHeadAttention`; see :mod:`attnlab.transformer`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..multihead import MultiHeadAttention
+
+
+def _activation(name: str | Callable) -> Callable:
+    if callable(name):
+        return name
+    acts: dict[str, Callable] = {"relu": F.relu, "gelu": F.gelu}
+    if name not in acts:
+        raise ValueError(
+            f"activation must be 'relu', 'gelu' or a callable, got {name!r}"
+        )
+    return acts[name]
+
+
+def _check_seq(x, name: str, fn: str) -> None:
+    """``x`` must be a float tensor ``(B, L, D)`` (batch first)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3:
+        raise ValueError(
+            f"{fn}: {name} must be batch-first (B, L, D), got {tuple(x.shape)}; add a "
+            "batch dimension with x[None]"
+        )
+
+
+class TransformerEncoderLayer(nn.Module):
+    """Self-attention + FFN, each with dropout, a residual connection and LayerNorm.
+
+    ``forward(src (B, S, D), src_mask=None, src_key_padding_mask=None,
+    is_causal=False) -> (B, S, D)``. ``src_mask`` (S, S) or (B, S, S) and
+    ``src_key_padding_mask`` (B, S) use ``True`` = may attend (``nn.TransformerEncoderLayer``
+    reads the same names the other way round: ``True`` = blocked); ``is_causal=True``
+    applies the causal mask (decoder-only models). ``norm_first=False`` is the paper's
+    post-LN, ``True`` pre-LN. Attention weights: :meth:`Seq2SeqTransformer.attention_maps`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable = "relu",
+        layer_norm_eps: float = 1e-5,
+        *,
+        norm_first: bool = False,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        if isinstance(d_ff, bool) or not isinstance(d_ff, int):
+            raise TypeError(f"{name}: d_ff must be an int >= 1, got {d_ff!r}")
+        if d_ff < 1:
+            raise ValueError(f"{name}: d_ff must be >= 1, got {d_ff}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+            raise TypeError(
+                f"{name}: dropout must be a float in [0, 1), got {dropout!r}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if isinstance(layer_norm_eps, bool) or not isinstance(
+            layer_norm_eps, (int, float)
+        ):
+            raise TypeError(
+                f"{name}: layer_norm_eps must be a float > 0, got {layer_norm_eps!r}"
+            )
+        if not 0 < layer_norm_eps < float("inf"):
+            raise ValueError(
+                f"{name}: layer_norm_eps must be finite and > 0, got {layer_norm_eps}"
+            )
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.linear1 = nn.Linear(d_model, d_ff)  # D -> d_ff
+        self.dropout = nn.Dropout(dropout)  # inside the FFN
+        self.linear2 = nn.Linear(d_ff, d_model)  # d_ff -> D
+        self.norm_first = norm_first
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-block's output, before
+        self.dropout2 = nn.Dropout(dropout)  # it is added to the residual stream
+        self.activation = _activation(activation)
+
+    def _ff(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dropout(self.activation(self.linear1(x)))  # (B, T, D) -> (B, T, d_ff)
+        return self.linear2(h)  # (B, T, d_ff) -> (B, T, D)
+
+    def _residual(self, x, norm: nn.Module, drop: nn.Module, sublayer: Callable):
+        """x + drop(sublayer(...)) with norm before (pre-LN) or after (post-LN)."""
+        if self.norm_first:
+            return x + drop(sublayer(norm(x)))
+        return norm(x + drop(sublayer(x)))
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        _check_seq(src, "src", type(self).__name__)
+        B, S, D = src.shape
+        masks = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask)
+
+        def sa(x):  # (B, S, D) -> (B, S, D)
+            return self.self_attn(
+                x, x, x, **masks, is_causal=is_causal, need_weights=False
+            )[0]
+
+        x = self._residual(src, self.norm1, self.dropout1, sa)  # (B, S, D)
+        return self._residual(x, self.norm2, self.dropout2, self._ff)  # (B, S, D)
+
+
+class TransformerDecoderLayer(TransformerEncoderLayer):
+    """Masked self-attention, cross-attention to ``memory``, FFN; residuals + norms.
+
+    The encoder layer plus a middle sub-block ``cross_attn`` (with ``norm2``; the FFN
+    moves to ``norm3``): queries from the decoder, keys and values from the encoder
+    output. ``forward(tgt (B, T, D), memory (B, S, D), tgt_mask=None,
+    memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=False, memory_is_causal=False) -> (B, T, D)``. Masks: ``True`` =
+    may attend; ``tgt_mask`` (T, T), ``memory_mask`` (T, S), padding (B, T) / (B, S).
+    Pass ``tgt_is_causal=True`` (or a causal ``tgt_mask``) so position t cannot see
+    the future. (``nn.TransformerDecoderLayer`` reads the same mask names the other
+    way round: ``True`` = blocked.) Constructor as the encoder layer's.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable = "relu",
+        layer_norm_eps: float = 1e-5,
+        *,
+        norm_first: bool = False,
+    ):
+        sizes = (d_model, n_heads, d_ff, dropout, activation, layer_norm_eps)
+        super().__init__(*sizes, norm_first=norm_first)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout3 = nn.Dropout(dropout)
+
+    # PyTorch's decoder-layer signature: this class shares the encoder layer's
+    # sub-blocks, not its call (as torch.nn.TransformerDecoderLayer does not).
+    def forward(  # type: ignore[override]
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
+    ) -> torch.Tensor:
+        _check_seq(tgt, "tgt", "TransformerDecoderLayer")
+        _check_seq(memory, "memory", "TransformerDecoderLayer")
+        B, T, D = tgt.shape
+        self_masks = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask)
+        cross_masks = dict(
+            attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask
+        )
+
+        def sa(x):  # (B, T, D) -> (B, T, D): queries, keys, values from the target
+            return self.self_attn(
+                x, x, x, **self_masks, is_causal=tgt_is_causal, need_weights=False
+            )[0]
+
+        def ca(x):  # (B, T, D), memory (B, S, D) -> (B, T, D)
+            return self.cross_attn(
+                x,
+                memory,
+                memory,
+                **cross_masks,
+                is_causal=memory_is_causal,
+                need_weights=False,
+            )[0]
+
+        x = self._residual(tgt, self.norm1, self.dropout1, sa)  # (B, T, D)
+        x = self._residual(x, self.norm2, self.dropout2, ca)  # (B, T, D)
+        return self._residual(x, self.norm3, self.dropout3, self._ff)  # (B, T, D)

@@ -1,0 +1,240 @@
+"""Models on the stacks: :class:`Seq2SeqTransformer` (encoder-decoder),
+:class:`TransformerLM` (decoder-only), and :func:`copy_from_torch`."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..decoding import beam_search, generate, greedy_decode
+from ..masking import derived_masks, padding_mask
+from ..positional import get_positional
+from .layers import TransformerDecoderLayer, TransformerEncoderLayer
+from .stacks import (
+    TransformerConfig,
+    TransformerDecoder,
+    TransformerEncoder,
+    _capture_weights,
+    _check_ids,
+)
+
+
+class _Embed(nn.Module):
+    """Token embedding (× √D as in the paper) + positions + dropout."""
+
+    def __init__(self, vocab: int, cfg: TransformerConfig):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, cfg.d_model)
+        self.positions = get_positional(cfg.positional, cfg.d_model, cfg.max_len)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
+        self.dropout = nn.Dropout(cfg.dropout)
+        nn.init.normal_(self.tokens.weight, std=cfg.d_model**-0.5)
+
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = self.tokens(ids) * self.scale  # (B, T) -> (B, T, D)
+        return self.dropout(self.positions(x, offset))  # (B, T, D)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder–decoder Transformer: embeddings, positions, N + N layers, output layer.
+
+    ``forward(src (B, S), tgt_in (B, T), src_lengths=None) -> logits (B, T, V)``;
+    source padding (``cfg.pad_id``, or positions past ``src_lengths``) is masked as a
+    key everywhere. Attention weights of every layer and head after a forward:
+    :meth:`attention_maps`.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.src_embed = _Embed(cfg.src_vocab, cfg)
+        self.tgt_embed = _Embed(cfg.tgt_vocab, cfg)
+        self.encoder = TransformerEncoder(cfg)
+        self.decoder = TransformerDecoder(cfg)
+        self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
+
+    @property
+    def pad_id(self) -> int:
+        return self.cfg.pad_id
+
+    @property
+    def bos_id(self) -> int:
+        return self.cfg.bos_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.cfg.eos_id
+
+    def encode(self, src, src_lengths=None):
+        """``src (B, S)`` -> ``(memory (B, S, D), src_key_padding_mask (B, S))``.
+
+        The mask is True on real source tokens: positions before ``src_lengths``, or
+        (without lengths) the ids that are not ``cfg.pad_id``. An empty source (length
+        0) is attended by no query: its cross-attention contributes zeros, no NaN.
+        """
+        _check_ids(src, "src", self.cfg.src_vocab, "(B, S)")
+        if src_lengths is None:
+            mask = src != self.cfg.pad_id  # (B, S)
+        else:
+            mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
+            if mask.shape[0] != src.shape[0]:
+                raise ValueError(
+                    f"src_lengths has {mask.shape[0]} lengths for a batch of "
+                    f"{src.shape[0]} sources"
+                )
+        with derived_masks():  # built here in our convention: no convention warning
+            memory = self.encoder(self.src_embed(src), src_key_padding_mask=mask)
+        return memory, mask
+
+    def decode(self, tgt_in, memory, src_key_padding_mask) -> torch.Tensor:
+        """``tgt_in (B, T)``, memory (B, S, D) -> next-token logits (B, T, V)."""
+        with derived_masks():  # an empty source (length 0) is not a PyTorch mask
+            x = self.decoder(
+                self.tgt_embed(tgt_in),
+                memory,
+                memory_key_padding_mask=src_key_padding_mask,
+                tgt_is_causal=True,
+            )
+        return self.out(x)  # (B, T, D) -> (B, T, V)
+
+    def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
+        _check_ids(tgt_in, "tgt_in", self.cfg.tgt_vocab, "(B, T)")
+        memory, mask = self.encode(src, src_lengths)
+        return self.decode(tgt_in, memory, mask)
+
+    def logits(self, batch) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
+        return self(batch.src, batch.tgt_in, batch.src_lengths)
+
+    def step(self, src, src_lengths=None, weights: bool = False):
+        """A decoding step for these sources (see :mod:`attnlab.decoding`).
+
+        ``step(prefix (N, t)) -> log-probs (N, V)``, with N = B, or any N when B = 1
+        (the beams of one source). It re-runs the decoder on the whole prefix (no
+        key/value cache yet). With ``weights=True`` it returns ``(log-probs, weights
+        (N, S))``: the last layer's cross-attention from the newest position, averaged
+        over the heads.
+        """
+        memory, mask = self.encode(src, src_lengths)  # (B, S, D), (B, S)
+        last_cross = {"cross": [self.decoder.layers[-1].cross_attn]}
+
+        def step(prefix: torch.Tensor):  # (N, t) -> (N, V) [, (N, S)]
+            N = prefix.shape[0]
+            m, k = memory.expand(N, -1, -1), mask.expand(N, -1)  # beams of one source
+            if not weights:
+                return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
+            with _capture_weights(last_cross) as got:
+                logp = self.decode(prefix, m, k)[:, -1].log_softmax(-1)  # (N, V)
+            return logp, got["cross"][0][:, :, -1].mean(1)  # (N, H, t, S) -> (N, S)
+
+        return step
+
+    @torch.no_grad()
+    def greedy(self, src, src_lengths=None, max_len: int = 50):
+        """Greedy decoding: ``(ids (B, T') ending in <eos> then <pad>, None)``."""
+        step = self.step(src, src_lengths)
+        B, special = src.shape[0], (self.bos_id, self.eos_id)
+        ids = greedy_decode(step, B, *special, max_len, self.pad_id, src.device)
+        return ids, None
+
+    @torch.no_grad()
+    def beam(self, src, beam_size=4, max_len=50, alpha=0.6, src_length=None):
+        """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
+        if not isinstance(src, torch.Tensor) or src.dim() != 1:
+            shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
+            raise ValueError(
+                f"beam searches one source: src must be token ids (S,), got {shape}; "
+                "for a batch call it once per row (src[i]) or use greedy"
+            )
+        lengths = None if src_length is None else torch.tensor([src_length])
+        step = self.step(src[None], lengths)  # one source, expanded to the beams
+        return beam_search(
+            step, self.bos_id, self.eos_id, beam_size, max_len, alpha, device=src.device
+        )
+
+    @torch.no_grad()
+    def attention_maps(self, src, tgt_in, src_lengths=None) -> dict:
+        """Run a forward pass and collect the weights of every layer and head.
+
+        Returns ``{"encoder": [(B, H, S, S)] * N, "decoder": [(B, H, T, T)] * N,
+        "cross": [(B, H, T, S)] * N}``, one tensor per layer.
+        """
+        dec = self.decoder.layers
+        modules = {
+            "encoder": [layer.self_attn for layer in self.encoder.layers],
+            "decoder": [layer.self_attn for layer in dec],
+            "cross": [layer.cross_attn for layer in dec],
+        }
+        with _capture_weights(modules) as maps:
+            self(src, tgt_in, src_lengths)
+        return maps
+
+
+class TransformerLM(nn.Module):
+    """Decoder-only (GPT-style) language model from the *same* encoder layers.
+
+    "Decoder-only" needs no new block: an encoder layer with a causal mask is one.
+    (Without the mask, the same stack is encoder-only, as BERT.) ``forward(ids (B, T))
+    -> logits (B, T, V)`` over ``cfg.tgt_vocab``; :meth:`generate` continues a prompt.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = _Embed(cfg.tgt_vocab, cfg)
+        self.blocks = TransformerEncoder(cfg, cfg.n_decoder_layers)
+        self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        _check_ids(ids, "ids", self.cfg.tgt_vocab, "(B, T)")
+        B, T = ids.shape
+        return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
+
+    def step(self, ids: torch.Tensor) -> torch.Tensor:
+        """Next-token log-probs ``(B, V)`` after ``ids (B, t)`` (the last ``max_len``
+        tokens are read): a step for :mod:`attnlab.decoding`."""
+        return self(ids[:, -self.cfg.max_len :])[:, -1].log_softmax(-1)
+
+    @torch.no_grad()
+    def generate(self, prompt, n_new: int, temperature: float = 0.0, generator=None):
+        """Append ``n_new`` tokens to ``prompt (B, T0)``; temperature 0 is greedy.
+
+        The loop is :func:`attnlab.decoding.generate`."""
+        return generate(self.step, prompt, n_new, temperature, generator)
+
+
+@torch.no_grad()
+def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
+    """Copy an ``nn.TransformerEncoderLayer``/``DecoderLayer``'s weights into ``layer``.
+
+    Same names except the decoder's cross-attention: PyTorch's ``multihead_attn`` is
+    our ``cross_attn``. Returns ``layer``. (Masks still mean the opposite in PyTorch.)
+    """
+    ours_dec = isinstance(layer, TransformerDecoderLayer)
+    if not isinstance(layer, TransformerEncoderLayer):
+        raise TypeError(
+            f"copy_from_torch: layer must be an attnlab TransformerEncoderLayer or "
+            f"TransformerDecoderLayer, got {type(layer).__name__}"
+        )
+    want = nn.TransformerDecoderLayer if ours_dec else nn.TransformerEncoderLayer
+    if not isinstance(torch_layer, want):
+        raise TypeError(
+            f"copy_from_torch: a {type(layer).__name__} takes the weights of an "
+            f"nn.{want.__name__}, got {type(torch_layer).__name__}"
+        )
+    pairs = [("self_attn", "self_attn")]
+    if ours_dec:
+        pairs.append(("cross_attn", "multihead_attn"))
+    for ours, theirs in pairs:
+        getattr(layer, ours).load_torch(getattr(torch_layer, theirs))
+    names = ["linear1", "linear2", "norm1", "norm2"]
+    names += ["norm3"] if isinstance(layer, TransformerDecoderLayer) else []
+    for name in names:
+        getattr(layer, name).load_state_dict(getattr(torch_layer, name).state_dict())
+    if layer.norm_first != torch_layer.norm_first:
+        raise ValueError(
+            f"norm_first differs: ours {layer.norm_first}, torch {torch_layer.norm_first}"
+        )
+    return layer
