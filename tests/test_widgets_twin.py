@@ -136,6 +136,9 @@ def test_each_display_gets_a_fresh_id_and_a_check():
     assert ida != idb
     for twin in all_twins():
         assert twin.kind in CHECKS, f"twin {twin.kind} has no browser check"
+    from attnlab.course.twin import import_all_twins
+
+    import_all_twins()  # every chapter's twins.py registers its checks
     scripts = js_scripts()  # every chapter folder's twin scripts
     assert len(scripts) >= 12 and "core" not in scripts
     assert set(scripts) <= set(CHECKS)

@@ -23,5 +23,16 @@ attnlabTwin.define('mapping_lab', function (t) {
     t.readout('entropy', t.entropy(p), t.fmt(t.entropy(p), 3) + ' nats');
     t.readout('max', t.max(p), t.fmt(t.max(p), 4));
     t.readout('total', t.sum(p), t.fmt(t.sum(p), 6));
+    // The Jacobian dp/ds = diag(u) - u u^T / sum(u) (Martins & Astudillo 2016; Peters et
+    // al. 2019): u = p for softmax, the support's indicator for sparsemax, sqrt(p) for
+    // 1.5-entmax. Its Frobenius norm, computed entry by entry.
+    var u = p.map(function (v) { return name === 'softmax' ? v : name === 'sparsemax' ? (v > 0 ? 1 : 0) : Math.sqrt(v); });
+    var su = t.sum(u), jf = 0;
+    for (var a = 0; a < n; a++) for (var b = 0; b < n; b++) {
+      var e = (a === b ? u[a] : 0) - (su > 0 ? u[a] * u[b] / su : 0);
+      jf += e * e;
+    }
+    jf = Math.sqrt(jf);
+    t.readout('jac', jf, jf < 1e-4 ? jf.toExponential(1) : t.fmt(jf, 4));
   };
 });

@@ -54,10 +54,14 @@ def mapping_lab_twin(scores=(1.2, 0.9, 0.1, -0.4, 0.7, -1.0)) -> Twin:
             Readout("entropy", "entropy"),
             Readout("max", "largest weight"),
             Readout("total", "sum"),
+            Readout("jac", "‖∂p/∂s‖ (Frobenius)"),
         ],
         data={"scores": scores},
         note="The bars are the weights p of the scaled scores s (written under each "
-        "key); grey keys get exactly zero.",
+        "key); grey keys get exactly zero. ‖∂p/∂s‖ is the size of the Jacobian "
+        "diag(u) − u uᵀ / Σu, with u = p (softmax), the support's indicator "
+        "(sparsemax) or √p (1.5-entmax): it shrinks towards 0 as the weights turn "
+        "one-hot, and the gradient that reaches the scores with it.",
     )
 
 
@@ -67,7 +71,9 @@ def _mapping_lab_reference(settings: dict, data: dict) -> dict:
     p = _MAPS[settings["mapping"]](z)
     q = p[p > 0]
     out = {f"p:{j}": float(v) for j, v in enumerate(p)}
+    jac = torch.autograd.functional.jacobian(_MAPS[settings["mapping"]], z)  # (n, n)
     out.update(
+        jac=float(jac.norm()),
         support=int((p > 0).sum()),
         entropy=_num(-(q * q.log()).sum()),
         max=float(p.max()),
