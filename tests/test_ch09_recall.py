@@ -31,9 +31,10 @@ def test_sweep_covers_every_point_with_three_seeds():
         for d_state in meta["d_states"]:
             for pairs in meta["pairs"]:
                 seeds = sorted(
-                    r["seed"] for r in runs
+                    r["seed"]
+                    for r in runs
                     if (r["model"], r["d_state"], r["pairs"]) == (model, d_state, pairs)
-                )  # fmt: skip
+                )
                 assert seeds == sorted(meta["seeds"]) and len(seeds) >= 3
     assert {"softmax", "linear", "gated"} <= set(meta["models"])
     assert all(r["steps"] <= meta["max_steps"] for r in runs)
@@ -55,8 +56,9 @@ def test_one_point_reproduces():
     torch.set_num_threads(1)
     got = R.run_point("softmax", 8, 8, 0)
     (want,) = [
-        r for r in _load()["runs"]
+        r
+        for r in _load()["runs"]
         if (r["model"], r["pairs"], r["d_state"], r["seed"]) == ("softmax", 8, 8, 0)
-    ]  # fmt: skip
+    ]
     assert got["steps"] == want["steps"]
     assert abs(got["test_acc"] - want["test_acc"]) < 0.01

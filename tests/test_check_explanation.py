@@ -35,8 +35,11 @@ def ig_gradient_only(f, e, steps):  # plain gradient x input at x
 
 
 def test_integrated_gradients(check_separates):
-    check_separates(attnlab.check.integrated_gradients, ig_good,
-                    [ig_left_riemann, ig_abs, ig_gradient_only])  # fmt: skip
+    check_separates(
+        attnlab.check.integrated_gradients,
+        ig_good,
+        [ig_left_riemann, ig_abs, ig_gradient_only],
+    )
 
 
 # ------------------------------------------------------------------ uniform flip rate
@@ -62,8 +65,11 @@ def flip_agree(decode, h, weights, mask):  # the fraction that did NOT change
 
 
 def test_uniform_flip_rate(check_separates):
-    check_separates(attnlab.check.uniform_flip_rate, flip_good,
-                    [flip_all_positions, flip_count, flip_agree])  # fmt: skip
+    check_separates(
+        attnlab.check.uniform_flip_rate,
+        flip_good,
+        [flip_all_positions, flip_count, flip_agree],
+    )
 
 
 # ------------------------------------------------------------------ comprehensiveness
@@ -106,8 +112,11 @@ def comp_bottom(f, ids, mask, scores, k):  # the lowest scores instead of the hi
 
 
 def test_comprehensiveness(check_separates):
-    check_separates(attnlab.check.comprehensiveness, comp_good,
-                    [comp_replace, comp_pads_count, comp_bottom])  # fmt: skip
+    check_separates(
+        attnlab.check.comprehensiveness,
+        comp_good,
+        [comp_replace, comp_pads_count, comp_bottom],
+    )
 
 
 def test_stubs_are_pending(monkeypatch, capsys):
@@ -116,8 +125,11 @@ def test_stubs_are_pending(monkeypatch, capsys):
     def stub(*args):
         raise NotImplementedError
 
-    for check in (attnlab.check.integrated_gradients, attnlab.check.uniform_flip_rate,
-                  attnlab.check.comprehensiveness):  # fmt: skip
+    for check in (
+        attnlab.check.integrated_gradients,
+        attnlab.check.uniform_flip_rate,
+        attnlab.check.comprehensiveness,
+    ):
         assert not check(stub)
         assert "⏳" in capsys.readouterr().out
 
@@ -153,7 +165,7 @@ def comp_with_library(f, ids, mask, scores, k):  # leave-one-out of the top toke
         ("comprehensiveness", comp_bottom, ["highest-scoring"]),
         ("comprehensiveness", comp_with_library, ["called attnlab.explain"]),
     ],
-)  # fmt: skip
+)
 def test_wrong_answers_get_a_hint_naming_the_bug(check, bad, words, monkeypatch):
     from attnlab.check import CheckFailed
 

@@ -96,8 +96,11 @@ def exact_equality_test(make_layer):  # no tolerance: fails the correct layer to
     x = torch.randn(2, 7, 12)
     perm = torch.randperm(7)
     with torch.no_grad():
-        return bool(torch.equal(layer(x[:, perm], x[:, perm], x[:, perm]),
-                                layer(x, x, x)[:, perm]))  # fmt: skip
+        return bool(
+            torch.equal(
+                layer(x[:, perm], x[:, perm], x[:, perm]), layer(x, x, x)[:, perm]
+            )
+        )
 
 
 def reference_test(make_layer):  # copies the weights into PyTorch's layer
@@ -125,25 +128,27 @@ def _flip(m):
 
 
 def good_torch_masks(torch_mha, x, attn_mask=None, key_padding_mask=None):
-    out = torch_mha(x, x, x, attn_mask=_flip(attn_mask),
-                    key_padding_mask=_flip(key_padding_mask))[0]  # fmt: skip
+    out = torch_mha(
+        x, x, x, attn_mask=_flip(attn_mask), key_padding_mask=_flip(key_padding_mask)
+    )[0]
     return torch.where(torch.isnan(out), torch_mha.out_proj.bias, out)
 
 
 def torch_masks_nan_to_zero(torch_mha, x, attn_mask=None, key_padding_mask=None):
-    out = torch_mha(x, x, x, attn_mask=_flip(attn_mask),
-                    key_padding_mask=_flip(key_padding_mask))[0]  # fmt: skip
+    out = torch_mha(
+        x, x, x, attn_mask=_flip(attn_mask), key_padding_mask=_flip(key_padding_mask)
+    )[0]
     return torch.nan_to_num(out, nan=0.0)
 
 
 def torch_masks_unflipped(torch_mha, x, attn_mask=None, key_padding_mask=None):
-    return torch_mha(x, x, x, attn_mask=attn_mask,
-                     key_padding_mask=key_padding_mask)[0]  # fmt: skip
+    return torch_mha(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask)[0]
 
 
 def torch_masks_padding_only(torch_mha, x, attn_mask=None, key_padding_mask=None):
-    out = torch_mha(x, x, x, attn_mask=attn_mask,
-                    key_padding_mask=_flip(key_padding_mask))[0]  # fmt: skip
+    out = torch_mha(
+        x, x, x, attn_mask=attn_mask, key_padding_mask=_flip(key_padding_mask)
+    )[0]
     return torch.where(torch.isnan(out), torch_mha.out_proj.bias, out)
 
 

@@ -40,8 +40,12 @@ def good_curve(attentions, mask, keys):
     curve = []
     for depth in range(1, len(attentions) + 1):
         R = good_rollout(attentions[:depth], 0.5)  # (B, T, T)
-        shares = [R[b, i, keys[b]].sum() for b in range(R.shape[0])
-                  for i in range(R.shape[1]) if mask[b, i]]  # fmt: skip
+        shares = [
+            R[b, i, keys[b]].sum()
+            for b in range(R.shape[0])
+            for i in range(R.shape[1])
+            if mask[b, i]
+        ]
         curve.append(torch.stack(shares).mean())
     return torch.stack(curve)
 
@@ -54,9 +58,11 @@ def good_relation(maps, pairs):
 # ------------------------------------------------------------- wrong answers
 def curve_counts_padding(attentions, mask, keys):
     return torch.stack(
-        [(good_rollout(attentions[:d], 0.5) * keys[:, None, :]).sum(-1).mean()
-         for d in range(1, len(attentions) + 1)]
-    )  # fmt: skip
+        [
+            (good_rollout(attentions[:d], 0.5) * keys[:, None, :]).sum(-1).mean()
+            for d in range(1, len(attentions) + 1)
+        ]
+    )
 
 
 def curve_raw_attention(attentions, mask, keys):  # no rollout: each layer alone
@@ -70,8 +76,11 @@ def curve_last_only(attentions, mask, keys):
 
 
 def relation_per_sentence(maps, pairs):
-    means = [torch.stack([w[:, :, i, j] for i, j in ps]).mean(0)
-             for w, ps in zip(maps, pairs) if ps]  # fmt: skip
+    means = [
+        torch.stack([w[:, :, i, j] for i, j in ps]).mean(0)
+        for w, ps in zip(maps, pairs)
+        if ps
+    ]
     return torch.stack(means).mean(0)
 
 
@@ -81,9 +90,11 @@ def relation_transposed(maps, pairs):
 
 def relation_crashes_on_empty(maps, pairs):
     return torch.stack(
-        [torch.stack([w[:, :, i, j] for i, j in ps]).mean(0) * len(ps)
-         for w, ps in zip(maps, pairs)]
-    ).sum(0) / sum(len(ps) for ps in pairs)  # fmt: skip
+        [
+            torch.stack([w[:, :, i, j] for i, j in ps]).mean(0) * len(ps)
+            for w, ps in zip(maps, pairs)
+        ]
+    ).sum(0) / sum(len(ps) for ps in pairs)
 
 
 def rollout_wrong_order(attentions, alpha):
@@ -108,26 +119,35 @@ def stub(*args):
 
 
 def test_rollout_sink_curve(check_separates):
-    check_separates(attnlab.check.rollout_sink_curve, good_curve,
-                    [curve_counts_padding, curve_raw_attention, curve_last_only, stub])  # fmt: skip
+    check_separates(
+        attnlab.check.rollout_sink_curve,
+        good_curve,
+        [curve_counts_padding, curve_raw_attention, curve_last_only, stub],
+    )
 
 
 def test_relation_scores(check_separates):
-    check_separates(attnlab.check.relation_scores, good_relation,
-                    [relation_per_sentence, relation_transposed,
-                     relation_crashes_on_empty, stub])  # fmt: skip
+    check_separates(
+        attnlab.check.relation_scores,
+        good_relation,
+        [relation_per_sentence, relation_transposed, relation_crashes_on_empty, stub],
+    )
 
 
 def test_rollout_with_residual(check_separates):
-    check_separates(attnlab.check.rollout_with_residual, good_rollout,
-                    [rollout_wrong_order, rollout_no_renorm, rollout_fixed_half, stub])  # fmt: skip
+    check_separates(
+        attnlab.check.rollout_with_residual,
+        good_rollout,
+        [rollout_wrong_order, rollout_no_renorm, rollout_fixed_half, stub],
+    )
 
 
 def test_half_residual_is_the_library_rollout():
     g = torch.Generator().manual_seed(0)
     att = [torch.randn(2, 3, 4, 4, generator=g).softmax(-1) for _ in range(3)]
-    torch.testing.assert_close(good_rollout(att, 0.5).float(),
-                               attnlab.explain.attention_rollout(att))  # fmt: skip
+    torch.testing.assert_close(
+        good_rollout(att, 0.5).float(), attnlab.explain.attention_rollout(att)
+    )
 
 
 # ------------------------------------------------ hints name the bug; forbidden calls
@@ -143,10 +163,14 @@ def _fails_with(check, bad, words, monkeypatch):
 def curve_with_library(attentions, mask, keys):  # the library's rollout in a loop
     from attnlab.explain import attention_rollout
 
-    return torch.stack([
-        (attention_rollout(attentions[:d], mask) * keys[:, None, :]).sum(-1)[mask].mean()
-        for d in range(1, len(attentions) + 1)
-    ])  # fmt: skip
+    return torch.stack(
+        [
+            (attention_rollout(attentions[:d], mask) * keys[:, None, :])
+            .sum(-1)[mask]
+            .mean()
+            for d in range(1, len(attentions) + 1)
+        ]
+    )
 
 
 def rollout_with_library(attentions, alpha):  # ignores alpha: A&Z's fixed 1/2
@@ -169,7 +193,7 @@ def rollout_with_library(attentions, alpha):  # ignores alpha: A&Z's fixed 1/2
         ("rollout_with_residual", rollout_no_renorm, ["renormalise"]),
         ("rollout_with_residual", rollout_with_library, ["called attnlab.explain"]),
     ],
-)  # fmt: skip
+)
 def test_wrong_answers_get_a_hint_naming_the_bug(check, bad, words, monkeypatch):
     _fails_with(getattr(attnlab.check, check), bad, words, monkeypatch)
 

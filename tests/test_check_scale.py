@@ -223,8 +223,11 @@ def test_causal_linear_attention():
 
     fails_with(check, not_causal, "S_t = sum_{j<=t}")
     fails_with(check, no_normaliser, "S_t = sum_{j<=t}")
-    fails_with(check, lambda q, k, v: attnlab.linear_attention(q, k, v, is_causal=True),
-               "linear_attention")  # fmt: skip
+    fails_with(
+        check,
+        lambda q, k, v: attnlab.linear_attention(q, k, v, is_causal=True),
+        "linear_attention",
+    )
 
 
 def test_receptive_field_after():
@@ -237,8 +240,11 @@ def test_receptive_field_after():
         ).sum(-1)
     )
     check = attnlab.check.receptive_field_after
-    fails_with(check, lambda m, L: (torch.linalg.matrix_power(m.float(), L) > 0).sum(-1),
-               "residual")  # forgets the self edge  # fmt: skip
+    fails_with(
+        check,
+        lambda m, L: (torch.linalg.matrix_power(m.float(), L) > 0).sum(-1),
+        "residual",
+    )  # forgets the self edge
     fails_with(check, lambda m, L: m.sum(-1), "once per layer")  # one layer only
     fails_with(check, lambda m, L: receptive_field(m, L), "receptive_field")
 
@@ -292,8 +298,16 @@ def test_stubs_report_pending(monkeypatch, capsys):
     def stub(*a, **k):
         raise NotImplementedError
 
-    for name in ("merge_partial_attention", "block_size_for_budget", "causal_tiles",
-                 "split_kv_decoding", "tile_backward", "causal_linear_attention",
-                 "receptive_field_after", "kv_cache_bytes", "streaming_mask"):  # fmt: skip
+    for name in (
+        "merge_partial_attention",
+        "block_size_for_budget",
+        "causal_tiles",
+        "split_kv_decoding",
+        "tile_backward",
+        "causal_linear_attention",
+        "receptive_field_after",
+        "kv_cache_bytes",
+        "streaming_mask",
+    ):
         assert not getattr(attnlab.check, name)(stub)
     assert "not implemented yet" in capsys.readouterr().out

@@ -147,8 +147,9 @@ def pre_ln_decoder_relu(layer, y, memory, memory_mask):  # F.relu, not layer.act
 
 
 def pre_ln_decoder_calls_layer(layer, y, memory, memory_mask):
-    return layer(y, memory, tgt_mask=_causal(y.shape[1]),
-                 memory_key_padding_mask=memory_mask)  # fmt: skip
+    return layer(
+        y, memory, tgt_mask=_causal(y.shape[1]), memory_key_padding_mask=memory_mask
+    )
 
 
 def test_pre_ln_decoder_check():

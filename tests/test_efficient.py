@@ -333,11 +333,13 @@ def test_bottom_right_alignment_equals_causal_lower_right(T, S, window):
     if T != S:
         assert not torch.equal(mask, top)  # the two alignments differ when T != S
     if window is None:
-        ours = attnlab.flash_attention(q, k, v, is_causal=True, align="bottom_right",
-                                       block_size=2)  # fmt: skip
+        ours = attnlab.flash_attention(
+            q, k, v, is_causal=True, align="bottom_right", block_size=2
+        )
     else:
-        ours = attnlab.sliding_window_attention(q, k, v, window, is_causal=True,
-                                                align="bottom_right", block_size=2)  # fmt: skip
+        ours = attnlab.sliding_window_attention(
+            q, k, v, window, is_causal=True, align="bottom_right", block_size=2
+        )
     ref = attnlab.scaled_dot_product_attention(q, k, v, attn_mask=mask)[
         0
     ]  # 0 on dead rows
@@ -377,8 +379,9 @@ def test_key_padding_mask_equals_sdpa(dtype, causal):
     kpm = torch.arange(S)[None, :] < lengths[:, None]  # (B, S), True = real token
 
     def fn(q, k, v):
-        return attnlab.flash_attention(q, k, v, is_causal=causal, key_padding_mask=kpm,
-                                       block_size=(16, 8))  # fmt: skip
+        return attnlab.flash_attention(
+            q, k, v, is_causal=causal, key_padding_mask=kpm, block_size=(16, 8)
+        )
 
     mask = kpm[:, None, None, :] & E.band_mask(T, S, None, causal)  # (B, 1, T, S)
 

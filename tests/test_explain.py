@@ -163,8 +163,11 @@ def test_leave_one_out_deletes_so_the_sequence_closes_up():
 
 def test_leave_one_out_rejects_bad_shapes():
     with pytest.raises(ValueError, match="mask"):
-        leave_one_out(_sum_model(torch.ones(3)), torch.ones(2, 3, dtype=torch.long),
-                      torch.ones(2, 4, dtype=torch.bool))  # fmt: skip
+        leave_one_out(
+            _sum_model(torch.ones(3)),
+            torch.ones(2, 3, dtype=torch.long),
+            torch.ones(2, 4, dtype=torch.bool),
+        )
 
 
 def test_rationale_recall_counts_the_top_k_hits():
@@ -285,8 +288,13 @@ def test_weight_gradient_points_toward_the_decision():
     torch.testing.assert_close(
         weight_gradient(_linear_decoder, h, w), torch.tensor([[3.0, -1.0], [3.0, -1.0]])
     )
-    frac, flipped = erasure_test(_linear_decoder, h, w, torch.ones(2, 2, dtype=torch.bool),
-                                 weight_gradient(_linear_decoder, h, w))  # fmt: skip
+    frac, flipped = erasure_test(
+        _linear_decoder,
+        h,
+        w,
+        torch.ones(2, 2, dtype=torch.bool),
+        weight_gradient(_linear_decoder, h, w),
+    )
     assert flipped.all() and (frac == 0.5).all()
 
 

@@ -118,8 +118,9 @@ def test_wp_adversary_loss_uses_kl_of_the_adversary_from_the_base():
 
 def test_wp_adversary_loss_checks_shapes():
     with pytest.raises(ValueError, match="matching shapes"):
-        wp_adversary_loss(torch.zeros(2), torch.zeros(3), torch.zeros(2, 4),
-                          torch.zeros(2, 4), 0.1)  # fmt: skip
+        wp_adversary_loss(
+            torch.zeros(2), torch.zeros(3), torch.zeros(2, 4), torch.zeros(2, 4), 0.1
+        )
 
 
 # --------------------------------------------------------------------- bad inputs

@@ -85,8 +85,9 @@ def test_ch11_seed_json_reproduces_one_point():
     train = rationale_task("count", "train", n=2000, seed=0)
     test = rationale_task("count", "test", n=300, seed=0)
     for kind in ("attention", "uniform"):
-        model = mod.train_model(train, 1, attention=kind if kind == "uniform" else
-                                "additive")  # fmt: skip
+        model = mod.train_model(
+            train, 1, attention=kind if kind == "uniform" else "additive"
+        )
         assert abs(accuracy_f1(model, test)[0] - res[kind]) < 1e-6, kind
 
 

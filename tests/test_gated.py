@@ -20,8 +20,9 @@ def inputs(T=9, Dh=4, Dv=3, dtype=torch.float64, seed=0):
 
 def test_attention_form_equals_recurrence():
     q, k, v, lg = inputs()
-    torch.testing.assert_close(gated_linear_attention(q, k, v, lg),
-                               gated_linear_attention_rnn(q, k, v, lg))  # fmt: skip
+    torch.testing.assert_close(
+        gated_linear_attention(q, k, v, lg), gated_linear_attention_rnn(q, k, v, lg)
+    )
 
 
 def test_no_gate_is_causal_linear_attention():

@@ -9,8 +9,15 @@ import attnlab
 
 
 def lm(norm_first):
-    cfg = attnlab.TransformerConfig(tgt_vocab=12, d_model=32, n_heads=4, d_ff=64,
-                                    n_decoder_layers=2, norm_first=norm_first, max_len=40)  # fmt: skip
+    cfg = attnlab.TransformerConfig(
+        tgt_vocab=12,
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        n_decoder_layers=2,
+        norm_first=norm_first,
+        max_len=40,
+    )
     return attnlab.TransformerLM(cfg).eval()
 
 

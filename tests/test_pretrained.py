@@ -69,9 +69,13 @@ def test_hidden_states_and_attentions_match_transformers(model, reference):
     assert not mask.all()
     with torch.no_grad():
         hidden, att = model(ids, mask)
-        ref = bert(input_ids=ids, attention_mask=mask.long(),
-                   token_type_ids=model.segments(ids, mask),
-                   output_hidden_states=True, output_attentions=True)  # fmt: skip
+        ref = bert(
+            input_ids=ids,
+            attention_mask=mask.long(),
+            token_type_ids=model.segments(ids, mask),
+            output_hidden_states=True,
+            output_attentions=True,
+        )
     assert len(hidden) == 7 and len(att) == 6
     for ours, theirs in zip(hidden, ref.hidden_states):
         assert ours.shape == theirs.shape == (4, ids.shape[1], 384)
@@ -90,8 +94,9 @@ def test_sentence_embedding_is_mean_pooled_last_layer(model, reference):
         last = bert(input_ids=ids, attention_mask=mask.long()).last_hidden_state
     m = mask[..., None].float()
     expected = torch.nn.functional.normalize((last * m).sum(1) / m.sum(1), dim=-1)
-    torch.testing.assert_close(model.sentence_embedding(texts), expected, atol=1e-5,
-                               rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        model.sentence_embedding(texts), expected, atol=1e-5, rtol=0
+    )
 
 
 def test_padding_gets_no_weight_and_changes_nothing(model):
@@ -146,14 +151,15 @@ def test_load_refuses_incomplete_folders(tmp_path):
         MiniLM.load(tmp_path)
     small = MiniLM(MiniLMConfig(n_layers=1))
     with pytest.raises(KeyError, match="encoder.layer.0"):
-        small.load_bert_state({"embeddings.word_embeddings.weight":
-                               small.word_embeddings.weight.detach(),
-                               "embeddings.position_embeddings.weight":
-                               small.position_embeddings.weight.detach(),
-                               "embeddings.token_type_embeddings.weight":
-                               small.token_type_embeddings.weight.detach(),
-                               "embeddings.LayerNorm.weight": torch.ones(384),
-                               "embeddings.LayerNorm.bias": torch.zeros(384)})  # fmt: skip
+        small.load_bert_state(
+            {
+                "embeddings.word_embeddings.weight": small.word_embeddings.weight.detach(),
+                "embeddings.position_embeddings.weight": small.position_embeddings.weight.detach(),
+                "embeddings.token_type_embeddings.weight": small.token_type_embeddings.weight.detach(),
+                "embeddings.LayerNorm.weight": torch.ones(384),
+                "embeddings.LayerNorm.bias": torch.zeros(384),
+            }
+        )
 
 
 def test_attention_maps_of_one_sentence(model):

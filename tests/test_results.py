@@ -57,8 +57,15 @@ def test_warmup_results_reproduce_from_the_script():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the script ran
     try:
-        run = script.one_run(dates, dates.with_split("val"), lr=3e-3, norm_first=True,
-                             warmup=0, seed=0, steps=150 if same_cpu else 20)  # fmt: skip
+        run = script.one_run(
+            dates,
+            dates.with_split("val"),
+            lr=3e-3,
+            norm_first=True,
+            warmup=0,
+            seed=0,
+            steps=150 if same_cpu else 20,
+        )
     finally:
         torch.set_num_threads(threads)
     (row,) = [

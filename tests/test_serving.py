@@ -42,14 +42,17 @@ def test_paged_cache_gathers_what_was_appended():
 
 def test_streaming_mask():
     m = streaming_mask(6, window=2, n_sink=1)
-    expected = torch.tensor([
-        [1, 0, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0, 0],
-        [1, 1, 1, 0, 0, 0],
-        [1, 0, 1, 1, 0, 0],
-        [1, 0, 0, 1, 1, 0],
-        [1, 0, 0, 0, 1, 1],
-    ], dtype=torch.bool)  # fmt: skip
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [1, 1, 1, 0, 0, 0],
+            [1, 0, 1, 1, 0, 0],
+            [1, 0, 0, 1, 1, 0],
+            [1, 0, 0, 0, 1, 1],
+        ],
+        dtype=torch.bool,
+    )
     assert torch.equal(m, expected)
     assert torch.equal(
         streaming_mask(4, 10, 0), torch.ones(4, 4, dtype=torch.bool).tril()

@@ -131,7 +131,11 @@ def test_phone_problems():
           "svgs": [{"twin": "t", "px": 10.0}],
           "targets": [{"twin": "t", "name": "n", "w": 200, "h": 44}]}  # fmt: skip
     assert bc.phone_problems("p", ok) == []
-    bad = dict(ok, width=463, figs=[{"src": "a.png", "scale": 0.3}],
-               svgs=[{"twin": "t", "px": 4.2}],
-               targets=[{"twin": "t", "name": "n", "w": 158, "h": 16}])  # fmt: skip
+    bad = dict(
+        ok,
+        width=463,
+        figs=[{"src": "a.png", "scale": 0.3}],
+        svgs=[{"twin": "t", "px": 4.2}],
+        targets=[{"twin": "t", "name": "n", "w": 158, "h": 16}],
+    )
     assert len(bc.phone_problems("p", bad)) == 4

@@ -21,8 +21,16 @@ def _pair(kind, norm_first, activation, dtype=torch.float64):
         if kind == "enc"
         else attnlab.TransformerDecoderLayer
     )
-    ref = torch_cls(D, H, FF, dropout=0.0, activation=activation, batch_first=True,
-                    norm_first=norm_first, dtype=dtype)  # fmt: skip
+    ref = torch_cls(
+        D,
+        H,
+        FF,
+        dropout=0.0,
+        activation=activation,
+        batch_first=True,
+        norm_first=norm_first,
+        dtype=dtype,
+    )
     ours = ours_cls(D, H, FF, 0.0, activation, norm_first=norm_first)  # torch's order
     return attnlab.copy_from_torch(ours.to(dtype), ref), ref
 
@@ -60,8 +68,12 @@ def test_encoder_layer_equals_pytorch(norm_first, activation):
     g = torch.randn_like(out)
     out.backward(g), exp.backward(g)
     torch.testing.assert_close(x.grad, x2.grad)
-    _compare_grads(ours, ref, [("self_attn", "self_attn")],
-                   ["linear1", "linear2", "norm1", "norm2"])  # fmt: skip
+    _compare_grads(
+        ours,
+        ref,
+        [("self_attn", "self_attn")],
+        ["linear1", "linear2", "norm1", "norm2"],
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -75,10 +87,22 @@ def test_decoder_layer_equals_pytorch(norm_first, activation):
     tgt_keep = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]).bool()
     mem_keep = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0]]).bool()
     mem_mask = (torch.rand(4, 6) > 0.3) | (torch.arange(6) == 0)  # key 0 always seen
-    out = ours(y, m, tgt_mask=causal, memory_mask=mem_mask,
-               tgt_key_padding_mask=tgt_keep, memory_key_padding_mask=mem_keep)  # fmt: skip
-    exp = ref(y2, m2, tgt_mask=~causal, memory_mask=~mem_mask,
-              tgt_key_padding_mask=~tgt_keep, memory_key_padding_mask=~mem_keep)  # fmt: skip
+    out = ours(
+        y,
+        m,
+        tgt_mask=causal,
+        memory_mask=mem_mask,
+        tgt_key_padding_mask=tgt_keep,
+        memory_key_padding_mask=mem_keep,
+    )
+    exp = ref(
+        y2,
+        m2,
+        tgt_mask=~causal,
+        memory_mask=~mem_mask,
+        tgt_key_padding_mask=~tgt_keep,
+        memory_key_padding_mask=~mem_keep,
+    )
     torch.testing.assert_close(out, exp)
     g = torch.randn_like(out)
     out.backward(g), exp.backward(g)
@@ -270,8 +294,15 @@ def test_model_overfits_a_tiny_batch():
     task = attnlab.data.make_task("reversal", lengths=(3, 5), n_symbols=6)
     batch = task.batch(6, seed=0)
     V = len(task.src_vocab)
-    cfg = attnlab.TransformerConfig(src_vocab=V, tgt_vocab=V, d_model=32, n_heads=2,
-                                    d_ff=64, dropout=0.0, norm_first=True)  # fmt: skip
+    cfg = attnlab.TransformerConfig(
+        src_vocab=V,
+        tgt_vocab=V,
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        norm_first=True,
+    )
     model = attnlab.Seq2SeqTransformer(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=5e-3)
     threads = torch.get_num_threads()

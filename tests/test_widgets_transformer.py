@@ -32,8 +32,9 @@ def test_positional_lab_values():
 
 def _maps():
     torch.manual_seed(0)
-    cfg = attnlab.TransformerConfig(src_vocab=9, tgt_vocab=9, d_model=8, n_heads=2,
-                                    d_ff=16, n_decoder_layers=3)  # fmt: skip
+    cfg = attnlab.TransformerConfig(
+        src_vocab=9, tgt_vocab=9, d_model=8, n_heads=2, d_ff=16, n_decoder_layers=3
+    )
     model = attnlab.Seq2SeqTransformer(cfg).eval()
     src, tgt = torch.tensor([[4, 5, 6, 7]]), torch.tensor([[1, 8, 5]])
     return model.attention_maps(src, tgt), list("abcd"), ["<bos>", "x", "y"]

@@ -49,10 +49,12 @@ def _examples():
             "src": list(text),
             "out": list(text[::-1]) + ["<eos>"],
             "text": text[::-1],
-            "weights": torch.softmax(3 * torch.randn(len(text) + 1, len(text), generator=g), -1),
+            "weights": torch.softmax(
+                3 * torch.randn(len(text) + 1, len(text), generator=g), -1
+            ),
         }
         for text in ("abc", "hello", "attention")
-    }  # fmt: skip
+    }
 
 
 def all_twins() -> list[Twin]:
@@ -72,10 +74,15 @@ def _head_maps():
     return {
         " ".join(toks): {
             "tokens": toks,
-            "weights": torch.softmax(3 * torch.randn(2, 3, len(toks), len(toks), generator=g), -1),
+            "weights": torch.softmax(
+                3 * torch.randn(2, 3, len(toks), len(toks), generator=g), -1
+            ),
         }
-        for toks in (["[CLS]", "a", "b", "[SEP]"], ["[CLS]", "x", "y", "z", "w", "[SEP]"])
-    }  # fmt: skip
+        for toks in (
+            ["[CLS]", "a", "b", "[SEP]"],
+            ["[CLS]", "x", "y", "z", "w", "[SEP]"],
+        )
+    }
 
 
 class _Parse(HTMLParser):
@@ -250,13 +257,33 @@ process.stdout.write(JSON.stringify(out, (k, v) => (typeof v === 'number' && !is
 @pytest.mark.skipif(NODE is None, reason="Node.js not installed")
 def test_core_math_equals_attnlab(tmp_path):
     g = torch.Generator().manual_seed(0)
-    rows = [torch.randn(n, generator=g, dtype=torch.float64) * s
-            for n in (1, 2, 6, 12) for s in (0.1, 1, 10, 1000)]  # fmt: skip
+    rows = [
+        torch.randn(n, generator=g, dtype=torch.float64) * s
+        for n in (1, 2, 6, 12)
+        for s in (0.1, 1, 10, 1000)
+    ]
     rows.append(torch.tensor([0.5, float("-inf"), 0.2], dtype=torch.float64))
-    halves = torch.cat([
-        torch.randn(2000, generator=g, dtype=torch.float64) * 10 ** torch.randint(-8, 6, (2000,), generator=g),
-        torch.tensor([65504.0, 65519.0, 65520.0, 1e9, -1e9, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 0.0]),
-    ])  # fmt: skip
+    halves = torch.cat(
+        [
+            torch.randn(2000, generator=g, dtype=torch.float64)
+            * 10 ** torch.randint(-8, 6, (2000,), generator=g),
+            torch.tensor(
+                [
+                    65504.0,
+                    65519.0,
+                    65520.0,
+                    1e9,
+                    -1e9,
+                    2.0**-24,
+                    2.0**-25,
+                    3 * 2.0**-26,
+                    1 + 2.0**-11,
+                    1 + 3 * 2.0**-11,
+                    0.0,
+                ]
+            ),
+        ]
+    )
     halves = halves.float().double()  # the twin rounds float32 values to half
     inp = {"rows": [[v if np.isfinite(v) else None for v in r.tolist()] for r in rows],
            "f16": halves.tolist()}  # fmt: skip
@@ -265,14 +292,24 @@ def test_core_math_equals_attnlab(tmp_path):
     text = json.dumps(inp).replace(
         "null", "-1e999"
     )  # JSON has no -inf; JS parses -1e999
-    res = subprocess.run([NODE, str(script), str(JS_DIR / "core.js")], input=text,
-                         capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    res = subprocess.run(
+        [NODE, str(script), str(JS_DIR / "core.js")],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     out = json.loads(res.stdout)
-    for k, fn in (("softmax", attnlab.softmax), ("sparsemax", attnlab.sparsemax),
-                  ("entmax15", attnlab.entmax15)):  # fmt: skip
+    for k, fn in (
+        ("softmax", attnlab.softmax),
+        ("sparsemax", attnlab.sparsemax),
+        ("entmax15", attnlab.entmax15),
+    ):
         for z, got in zip(rows, out[k]):
-            torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), fn(z),
-                                       atol=1e-12, rtol=1e-9)  # fmt: skip
+            torch.testing.assert_close(
+                torch.tensor(got, dtype=torch.float64), fn(z), atol=1e-12, rtol=1e-9
+            )
     want = halves.half().double()
     got = torch.tensor([float(v) for v in out["f16"]], dtype=torch.float64)
     torch.testing.assert_close(got, want, atol=0, rtol=0)
@@ -286,7 +323,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_twins_in_chromium_show_attnlabs_numbers(tmp_path):
     page = tmp_path / "twins.html"
     body = "".join(t.html() for t in all_twins())
-    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>")  # fmt: skip
+    page.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>"
+    )
     errors, lines = asyncio.run(run_twins_only(CHROMIUM, page.as_uri(), None))
     assert len(lines) == len(all_twins()), lines
     assert errors == [], "\n".join(errors)

@@ -56,7 +56,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_twin_in_chromium_shows_attnlabs_numbers(tmp_path):
     twin, _ = _twin()
     page = tmp_path / "twin.html"
-    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{twin.html()}</body></html>")  # fmt: skip
+    page.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'></head><body>{twin.html()}</body></html>"
+    )
     errors, lines = asyncio.run(run_twins_only(CHROMIUM, page.as_uri(), None))
     assert len(lines) == 1, lines
     assert errors == [], "\n".join(errors)

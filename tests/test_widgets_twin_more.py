@@ -90,8 +90,9 @@ def test_alignment_lab_reference_is_the_widgets_mapping():
 
 
 def test_tile_map_and_pattern_references_are_the_widgets():
-    r = CHECKS["tile_map"].reference({"n": 512, "block": "64", "causal": True}, {
-        "n_heads": 8, "d_head": 64})  # fmt: skip
+    r = CHECKS["tile_map"].reference(
+        {"n": 512, "block": "64", "causal": True}, {"n_heads": 8, "d_head": 64}
+    )
     out = tile_map(512, 64, True, show=False)
     assert (r["full"], r["masked"], r["skip"]) == (28, 8, 28)
     assert r["ratio"] == out["ratio"]
@@ -140,8 +141,10 @@ def test_bad_arguments_raise():
 
 
 CHROMIUM = (
-    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-)  # fmt: skip
+    shutil.which("chromium")
+    or shutil.which("chromium-browser")
+    or shutil.which("google-chrome")
+)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
@@ -149,7 +152,9 @@ def test_twins_in_chromium_show_attnlabs_numbers(tmp_path):
     twins = all_twins()
     page = tmp_path / "twins.html"
     body = "".join(t.html() for t in twins)
-    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>")  # fmt: skip
+    page.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>"
+    )
     errors, lines = asyncio.run(run_twins_only(CHROMIUM, page.as_uri(), None))
     assert len(lines) == len(twins), lines
     assert errors == [], "\n".join(errors)

@@ -129,10 +129,13 @@ def cases():
         torch.randn(2, 3, 0, 6),
     )
     ref0 = F.scaled_dot_product_attention(q, k0, v0)
-    c[49] = lambda: gives(lambda: A.scaled_dot_product_attention(q, k0, v0)[0],
-                          lambda o: close(o, ref0))  # fmt: skip
-    c[50] = lambda: gives(lambda: A.attend(q[0], k0[0], v0[0])[0],
-                          lambda o: close(o, torch.zeros(3, 4, 6)))  # fmt: skip
+    c[49] = lambda: gives(
+        lambda: A.scaled_dot_product_attention(q, k0, v0)[0], lambda o: close(o, ref0)
+    )
+    c[50] = lambda: gives(
+        lambda: A.attend(q[0], k0[0], v0[0])[0],
+        lambda o: close(o, torch.zeros(3, 4, 6)),
+    )
     c[55] = lambda: raises(
         lambda: A.scaled_dot_product_attention(
             torch.randn(2, 4, 6), torch.randn(3, 5, 6), torch.randn(3, 5, 6)

@@ -76,9 +76,14 @@ class AttentionClassifier(nn.Module):
     :meth:`attend`, :meth:`decode`.
     """
 
-    def __init__(self, vocab_size: int, encoder: str = "lstm",
-                 attention: str = "additive", d_embed: int = 32,
-                 d_hidden: int = 32):  # fmt: skip
+    def __init__(
+        self,
+        vocab_size: int,
+        encoder: str = "lstm",
+        attention: str = "additive",
+        d_embed: int = 32,
+        d_hidden: int = 32,
+    ):
         super().__init__()
         if encoder not in ("lstm", "average"):
             raise ValueError(f"encoder must be 'lstm' or 'average', got {encoder!r}")
@@ -92,8 +97,9 @@ class AttentionClassifier(nn.Module):
         D = 2 * d_hidden  # both directions of the LSTM; the average encoder matches it
         self.encoder: nn.Module
         if encoder == "lstm":
-            self.encoder = nn.LSTM(d_embed, d_hidden, batch_first=True,
-                                   bidirectional=True)  # fmt: skip
+            self.encoder = nn.LSTM(
+                d_embed, d_hidden, batch_first=True, bidirectional=True
+            )
         else:
             self.encoder = nn.Sequential(nn.Linear(d_embed, D), nn.Tanh())
         self.w_att = nn.Linear(D, D)  # additive scores v^T tanh(W h + b)
@@ -106,8 +112,9 @@ class AttentionClassifier(nn.Module):
         if self.encoder_kind == "average":
             return self.encoder(e) * mask[..., None]  # (B, T, D), each token alone
         lengths = mask.sum(1).clamp_min(1).cpu()  # (B,)
-        packed = nn.utils.rnn.pack_padded_sequence(e, lengths, batch_first=True,
-                                                   enforce_sorted=False)  # fmt: skip
+        packed = nn.utils.rnn.pack_padded_sequence(
+            e, lengths, batch_first=True, enforce_sorted=False
+        )
         h, _ = self.encoder(packed)
         h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=T)
         return h  # (B, T, D)
@@ -127,8 +134,13 @@ class AttentionClassifier(nn.Module):
         pooled = (weights.unsqueeze(-1) * h).sum(1)  # (B, T, 1) * (B, T, D) -> (B, D)
         return self.out(pooled).squeeze(-1)  # (B,)
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor | None = None,
-                embeddings: torch.Tensor | None = None):  # fmt: skip
+    def forward(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        weights: torch.Tensor | None = None,
+        embeddings: torch.Tensor | None = None,
+    ):
         _check_ids(ids, mask)
         if weights is not None and weights.shape != ids.shape:
             raise ValueError(
@@ -143,8 +155,13 @@ class AttentionClassifier(nn.Module):
 
     def make_like(self) -> AttentionClassifier:
         """A freshly initialised model of the same architecture."""
-        return AttentionClassifier(self.embedding.num_embeddings, self.encoder_kind,
-                                   self.attention_kind, self.d_embed, self.d_hidden)  # fmt: skip
+        return AttentionClassifier(
+            self.embedding.num_embeddings,
+            self.encoder_kind,
+            self.attention_kind,
+            self.d_embed,
+            self.d_hidden,
+        )
 
 
 class TransformerClassifier(nn.Module):
@@ -160,18 +177,31 @@ class TransformerClassifier(nn.Module):
 
     positions: torch.Tensor  # a buffer, (max_len + 1, D)
 
-    def __init__(self, vocab_size: int, d_model: int = 32, n_heads: int = 2,
-                 n_layers: int = 3, max_len: int = 64, d_ff: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 32,
+        n_heads: int = 2,
+        n_layers: int = 3,
+        max_len: int = 64,
+        d_ff: int | None = None,
+    ):
         super().__init__()
         self.max_len = max_len
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=Vocab.pad_id)
         # fixed sinusoids: "the word after X" is one rotation away (chapter 5)
         self.register_buffer("positions", sinusoidal_encoding(max_len + 1, d_model))
         self.layers = nn.ModuleList(
-            TransformerEncoderLayer(d_model, n_heads, d_ff or 4 * d_model, dropout=0.0,
-                                    activation="gelu", norm_first=True)
+            TransformerEncoderLayer(
+                d_model,
+                n_heads,
+                d_ff or 4 * d_model,
+                dropout=0.0,
+                activation="gelu",
+                norm_first=True,
+            )
             for _ in range(n_layers)
-        )  # fmt: skip
+        )
         self.norm = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, 1)
 
@@ -204,8 +234,9 @@ class TransformerClassifier(nn.Module):
         ]  # (B,), L x (B,H,T+1,T+1)
 
 
-def minibatches(data: RationaleData, batch_size: int = 64, epochs: int = 1,
-                seed: int = 0):  # fmt: skip
+def minibatches(
+    data: RationaleData, batch_size: int = 64, epochs: int = 1, seed: int = 0
+):
     """``(batch, idx)`` pairs: shuffled minibatches of ``data`` and their row indices,
     ``epochs`` passes in an order fixed by ``seed``."""
     g = torch.Generator().manual_seed(seed)
@@ -221,9 +252,15 @@ def _bce(model, batch: RationaleData, idx) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(logit, batch.labels.float())
 
 
-def fit_classifier(model: nn.Module, data: RationaleData, epochs: int = 3,
-                   lr: float = 3e-3, batch_size: int = 64, seed: int = 0,
-                   loss_fn: Callable | None = None):  # fmt: skip
+def fit_classifier(
+    model: nn.Module,
+    data: RationaleData,
+    epochs: int = 3,
+    lr: float = 3e-3,
+    batch_size: int = 64,
+    seed: int = 0,
+    loss_fn: Callable | None = None,
+):
     """Train with Adam on binary cross-entropy, or on ``loss_fn(model, batch, idx)``
     (``idx``: the batch's rows in ``data``, to look up per-example targets).
 
@@ -239,9 +276,16 @@ def fit_classifier(model: nn.Module, data: RationaleData, epochs: int = 3,
         )
     loss_fn = loss_fn or _bce
     steps = epochs * -(-len(data) // batch_size)
-    return fit(model, minibatches(data, batch_size, epochs, seed),
-               lambda m, b: loss_fn(m, *b), steps=steps, lr=lr, clip=None,
-               seed=seed, quiet=True)  # fmt: skip
+    return fit(
+        model,
+        minibatches(data, batch_size, epochs, seed),
+        lambda m, b: loss_fn(m, *b),
+        steps=steps,
+        lr=lr,
+        clip=None,
+        seed=seed,
+        quiet=True,
+    )
 
 
 @torch.no_grad()

@@ -8,6 +8,8 @@ answers "what is the best device here?" for code that creates tensors from scrat
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -44,3 +46,15 @@ def available_devices() -> list[torch.device]:
     if _mps_available():
         devs.append(torch.device("mps"))
     return devs
+
+
+@contextmanager
+def num_threads(n: int | None) -> Iterator[None]:
+    """Run a block with torch using ``n`` CPU threads (None: leave as is), then restore."""
+    old = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)

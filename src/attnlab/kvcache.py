@@ -161,8 +161,9 @@ class CachedLMStep:
 
 
 @torch.no_grad()
-def generate_with_cache(lm, prompt: torch.Tensor, n_new: int, temperature: float = 0.0,
-                        generator=None) -> torch.Tensor:  # fmt: skip
+def generate_with_cache(
+    lm, prompt: torch.Tensor, n_new: int, temperature: float = 0.0, generator=None
+) -> torch.Tensor:
     """:meth:`TransformerLM.generate` with a KV cache — the same loop
     (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is
     run once, then one token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``;

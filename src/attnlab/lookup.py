@@ -31,8 +31,8 @@ from torch import nn
 
 from . import mappings as M
 from .attention import attend
+from .devices import num_threads
 from .structured import GumbelSoftmax, ReinforceSample
-from .train import num_threads
 
 __all__ = [
     "ESTIMATORS",

@@ -88,8 +88,14 @@ class RationaleData:
             idx = [idx]
         ids, mask = self.ids[idx], self.mask[idx]
         T = max(1, int(mask.sum(1).max()))  # drop columns that are padding everywhere
-        return RationaleData(ids[:, :T], mask[:, :T], self.labels[idx],
-                             self.rationale[idx][:, :T], self.task, self.vocab)  # fmt: skip
+        return RationaleData(
+            ids[:, :T],
+            mask[:, :T],
+            self.labels[idx],
+            self.rationale[idx][:, :T],
+            self.task,
+            self.vocab,
+        )
 
     def tokens(self, i: int) -> list[str]:
         """The tokens of example ``i`` (no padding)."""
@@ -137,8 +143,9 @@ def rationale_split(tokens: Sequence[str]) -> str:
     return next(s for s, r in _SPLITS.items() if bucket in r)
 
 
-def rationale_task(name: str, split: str = "train", n: int = 2000, seed: int = 0,
-                   lengths=(12, 30)) -> RationaleData:  # fmt: skip
+def rationale_task(
+    name: str, split: str = "train", n: int = 2000, seed: int = 0, lengths=(12, 30)
+) -> RationaleData:
     """Generate ``n`` examples of the ``"focus"`` or ``"count"`` task, deterministically.
 
     Sequences are drawn from a generator seeded with ``(name, split, seed)`` and kept

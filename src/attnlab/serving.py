@@ -55,8 +55,14 @@ class PagedKVCache:
     keys and values as contiguous ``(H_kv, length, Dh)`` tensors (a real kernel reads
     the pages in place through the table instead)."""
 
-    def __init__(self, n_pages: int, page_size: int, n_kv_heads: int, d_head: int,
-                 dtype=torch.float32):  # fmt: skip
+    def __init__(
+        self,
+        n_pages: int,
+        page_size: int,
+        n_kv_heads: int,
+        d_head: int,
+        dtype=torch.float32,
+    ):
         if min(n_pages, page_size, n_kv_heads, d_head) < 1:
             raise ValueError("n_pages, page_size, n_kv_heads and d_head must be >= 1")
         shape = (n_pages, n_kv_heads, page_size, d_head)
@@ -69,8 +75,12 @@ class PagedKVCache:
 
     def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Add positions ``k, v (H_kv, t, Dh)`` at the end of sequence ``seq``."""
-        if k.shape != v.shape or k.dim() != 3 or k.shape[0] != self.k_pool.shape[1] \
-                or k.shape[2] != self.k_pool.shape[3]:  # fmt: skip
+        if (
+            k.shape != v.shape
+            or k.dim() != 3
+            or k.shape[0] != self.k_pool.shape[1]
+            or k.shape[2] != self.k_pool.shape[3]
+        ):
             raise ValueError(
                 f"k, v must be (H_kv, t, Dh) = ({self.k_pool.shape[1]}, t, "
                 f"{self.k_pool.shape[3]}), got {tuple(k.shape)} and {tuple(v.shape)}"

@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -43,7 +42,7 @@ from torch import nn
 
 from .data import Batch, Task, Vocab
 from .decoding import Seq2SeqModel, greedy_decode
-from .devices import seed_everything
+from .devices import num_threads, seed_everything
 
 __all__ = [
     "History",
@@ -150,18 +149,6 @@ def _default_loss(model, batch, label_smoothing: float = 0.0):
             "attnlab.decoding.Seq2SeqModel); pass loss_fn=(model, batch) -> loss"
         )
     return token_loss(model.logits(batch), batch.tgt_out, model.pad_id, label_smoothing)
-
-
-@contextmanager
-def num_threads(n: int | None):
-    """Run a block with torch using ``n`` CPU threads (None: leave as is), then restore."""
-    old = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def fit(

@@ -64,20 +64,33 @@ def one_run(task, val, test, steps, seed, name, make, lengths=None):
     m = make()
     seen = set()
     h = train.fit(
-        m, recording(task.stream(128, seed=seed), seen), steps=steps, lr=3e-3,
-        warmup=30, schedule="cosine", eval_every=25, target=0.99, quiet=True, seed=seed,
+        m,
+        recording(task.stream(128, seed=seed), seen),
+        steps=steps,
+        lr=3e-3,
+        warmup=30,
+        schedule="cosine",
+        eval_every=25,
+        target=0.99,
+        quiet=True,
+        seed=seed,
         eval_fn=lambda m: train.evaluate(m, val, n=200)["accuracy"],
-    )  # fmt: skip
+    )
     acc = train.evaluate(m, test, n=1000, seed=99)["accuracy"]
     test_src = {  # the sources evaluate() draws: 5 batches of 200, seeds 99..103
         " ".join(s) for i in range(5) for s in test.batch(200, seed=99 + i).src_tokens
     }
     rec = dict(
-        task=task.name, model=name, seed=seed,
-        params=sum(p.numel() for p in m.parameters()), steps=h.steps,
-        reached_target=h.stopped_early, seconds=h.seconds, test_exact=acc,
+        task=task.name,
+        model=name,
+        seed=seed,
+        params=sum(p.numel() for p in m.parameters()),
+        steps=h.steps,
+        reached_target=h.stopped_early,
+        seconds=h.seconds,
+        test_exact=acc,
         test_seen_in_training=len(test_src & seen) / len(test_src),
-    )  # fmt: skip
+    )
     if lengths:
         by = train.accuracy_by_length(m, test, lengths, n=200)
         rec["by_length"] = {str(k): v for k, v in by.items()}
@@ -115,11 +128,19 @@ def run_seeds(seeds):
 
 def write(runs, out):
     meta = dict(
-        seeds=sorted({r["seed"] for r in runs}), lr=3e-3, batch=128, warmup=30,
-        schedule="cosine", clip=1.0, eval_every=25, target=0.99,
-        max_steps={"date": 400, "reversal": 800}, lengths=LENGTHS,
-        torch=torch.__version__, python=platform.python_version(),
-    )  # fmt: skip
+        seeds=sorted({r["seed"] for r in runs}),
+        lr=3e-3,
+        batch=128,
+        warmup=30,
+        schedule="cosine",
+        clip=1.0,
+        eval_every=25,
+        target=0.99,
+        max_steps={"date": 400, "reversal": 800},
+        lengths=LENGTHS,
+        torch=torch.__version__,
+        python=platform.python_version(),
+    )
     runs = sorted(runs, key=lambda r: (r["task"], r["model"], r["seed"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1) + "\n")

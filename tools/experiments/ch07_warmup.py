@@ -34,10 +34,16 @@ STEPS, BATCH, WARMUPS, LRS, SEEDS = 150, 64, (0, 50), (3e-3, 1e-2), (0, 1, 2)
 
 def config(dates, norm_first):
     return attnlab.TransformerConfig(
-        src_vocab=len(dates.src_vocab), tgt_vocab=len(dates.tgt_vocab),
-        d_model=64, n_heads=4, d_ff=128, n_encoder_layers=2, n_decoder_layers=2,
-        dropout=0.0, norm_first=norm_first,
-    )  # fmt: skip
+        src_vocab=len(dates.src_vocab),
+        tgt_vocab=len(dates.tgt_vocab),
+        d_model=64,
+        n_heads=4,
+        d_ff=128,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        norm_first=norm_first,
+    )
 
 
 def cpu() -> str:
@@ -62,15 +68,26 @@ def one_run(dates, val, lr, norm_first, warmup, seed, steps=STEPS):
     torch.manual_seed(seed)
     model = attnlab.Seq2SeqTransformer(config(dates, norm_first))
     h = train.fit(
-        model, dates.stream(BATCH, seed=seed), steps=steps, lr=lr,
-        warmup=warmup, schedule=None, clip=None, seed=seed, quiet=True,
-    )  # fmt: skip
+        model,
+        dates.stream(BATCH, seed=seed),
+        steps=steps,
+        lr=lr,
+        warmup=warmup,
+        schedule=None,
+        clip=None,
+        seed=seed,
+        quiet=True,
+    )
     acc = train.evaluate(model, val, n=200, seed=1234)["accuracy"]
     return dict(
-        ln="pre-LN" if norm_first else "post-LN", warmup=warmup, lr=lr,
-        seed=seed, losses=[round(x, 5) for x in h.losses],
-        final_loss=sum(h.losses[-10:]) / 10, val_exact=acc,
-    )  # fmt: skip
+        ln="pre-LN" if norm_first else "post-LN",
+        warmup=warmup,
+        lr=lr,
+        seed=seed,
+        losses=[round(x, 5) for x in h.losses],
+        final_loss=sum(h.losses[-10:]) / 10,
+        val_exact=acc,
+    )
 
 
 def main():
@@ -92,12 +109,20 @@ def main():
                     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     meta = dict(
-        steps=STEPS, batch=BATCH, warmups=WARMUPS, lrs=LRS, seeds=SEEDS,
-        schedule="linear warm-up, then constant", clip=None, optimizer="Adam (defaults)",
-        model="2 + 2 layers, D=64, H=4, FFN 128, dropout 0", torch=torch.__version__,
-        python=platform.python_version(), seconds=round(time.perf_counter() - t0),
+        steps=STEPS,
+        batch=BATCH,
+        warmups=WARMUPS,
+        lrs=LRS,
+        seeds=SEEDS,
+        schedule="linear warm-up, then constant",
+        clip=None,
+        optimizer="Adam (defaults)",
+        model="2 + 2 layers, D=64, H=4, FFN 128, dropout 0",
+        torch=torch.__version__,
+        python=platform.python_version(),
+        seconds=round(time.perf_counter() - t0),
         cpu=cpu(),
-    )  # fmt: skip
+    )
     OUT.write_text(json.dumps({"meta": meta, "runs": runs}) + "\n")
     print("wrote", OUT)
 

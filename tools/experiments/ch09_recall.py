@@ -123,24 +123,41 @@ def run_point(kind, pairs, d_state, seed, max_steps=MAX_STEPS):
         if len(hits) >= WINDOW and sum(hits[-WINDOW:]) / WINDOW >= TARGET:
             break
     return dict(
-        model=kind, pairs=pairs, d_state=d_state, seed=seed, steps=step,
+        model=kind,
+        pairs=pairs,
+        d_state=d_state,
+        seed=seed,
+        steps=step,
         converged=sum(hits[-WINDOW:]) / min(WINDOW, len(hits)) >= TARGET,
         train_acc=sum(hits[-WINDOW:]) / min(WINDOW, len(hits)),
-        test_acc_half=half, test_acc=accuracy(model, pairs, seed),
+        test_acc_half=half,
+        test_acc=accuracy(model, pairs, seed),
         cpu_s=round(time.process_time() - t0, 2),
-    )  # fmt: skip
+    )
 
 
 def _meta(seconds):
     return dict(
-        n_keys=N_KEYS, n_vals=N_VALS, d_model=D_MODEL, batch=BATCH, lr=LR,
-        pairs=PAIRS, d_states=STATES, seeds=SEEDS, models=MODELS, max_steps=MAX_STEPS,
+        n_keys=N_KEYS,
+        n_vals=N_VALS,
+        d_model=D_MODEL,
+        batch=BATCH,
+        lr=LR,
+        pairs=PAIRS,
+        d_states=STATES,
+        seeds=SEEDS,
+        models=MODELS,
+        max_steps=MAX_STEPS,
         stop=f"mean training accuracy of the last {WINDOW} steps >= {TARGET}",
-        n_test=N_TEST, chance=1 / N_VALS, optimizer="Adam",
+        n_test=N_TEST,
+        chance=1 / N_VALS,
+        optimizer="Adam",
         split="train lists have an even sum of values, held-out lists an odd one",
-        torch=torch.__version__, python=platform.python_version(), threads=1,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        threads=1,
         seconds=seconds,
-    )  # fmt: skip
+    )
 
 
 def main(argv=None):
@@ -162,8 +179,14 @@ def main(argv=None):
             (m, d, p, s) for m in MODELS for d in STATES for p in PAIRS for s in SEEDS
         }
         assert key == want and len(runs) == len(want), sorted(want - key)
-        runs.sort(key=lambda r: (PAIRS.index(r["pairs"]), STATES.index(r["d_state"]),
-                                 MODELS.index(r["model"]), r["seed"]))  # fmt: skip
+        runs.sort(
+            key=lambda r: (
+                PAIRS.index(r["pairs"]),
+                STATES.index(r["d_state"]),
+                MODELS.index(r["model"]),
+                r["seed"],
+            )
+        )
         OUT.write_text(
             json.dumps({"meta": _meta(round(cpu)), "runs": runs}, indent=0) + "\n"
         )

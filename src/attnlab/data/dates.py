@@ -103,7 +103,9 @@ class DateTask(Task):
         y, m, d = "".join(self.target(src_tokens)).split("-")
         return date_split(int(y), int(m), int(d))
 
-    def sample(self, rng, length=None):
+    def sample(
+        self, rng: random.Random, length: int | None = None
+    ) -> tuple[list[str], list[str]]:
         while True:  # rejection sampling: same distribution, restricted to the split
             y = rng.randint(*self.years)
             m = rng.randint(1, 12)
@@ -122,11 +124,11 @@ class DateTask(Task):
             src = day + ["."] + list(f"{m:02d}") + ["."] + year
         return src, self.target(src)
 
-    def pairs(self, n, lengths=None, seed=None):
+    def pairs(self, n: int, lengths=None, seed: int | None = None):
         rng = self.rng if seed is None else random.Random(seed)
         return [self.sample(rng) for _ in range(n)]
 
-    def target(self, src_tokens):
+    def target(self, src_tokens: Sequence[str]) -> list[str]:
         toks = list(src_tokens)
         names = {w: i + 1 for i, m in enumerate(MONTHS) for w in (m, m[:3])}
         month = next((names[t] for t in toks if t in names), None)
@@ -145,8 +147,8 @@ class DateTask(Task):
         day_s = "".join(day).zfill(2)
         return list("".join(year)) + ["-"] + list(f"{month:02d}") + ["-"] + list(day_s)
 
-    def tokenize(self, text):
-        out = []
+    def tokenize(self, text: str) -> list[str]:
+        out: list[str] = []
         for word in text.replace(",", " , ").replace(".", " . ").split():
             if word.isdigit():
                 out.extend(word)
@@ -155,7 +157,7 @@ class DateTask(Task):
                 out.append(key)
         return out
 
-    def join(self, tokens):
+    def join(self, tokens: Sequence[str]) -> str:
         return "".join(tokens)
 
     def __repr__(self) -> str:

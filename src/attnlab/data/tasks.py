@@ -198,7 +198,7 @@ class ReversalTask(Task):
         self.symbols = [chr(ord("a") + i) for i in range(n_symbols)]
         self.src_vocab = self.tgt_vocab = Vocab(self.symbols)
 
-    def sample(self, rng, length):
+    def sample(self, rng: random.Random, length: int) -> tuple[list[str], list[str]]:
         if self.distinct:
             if length > len(self.symbols):
                 raise ValueError(f"no {length} distinct letters among {self.symbols}")
@@ -207,7 +207,7 @@ class ReversalTask(Task):
             src = [rng.choice(self.symbols) for _ in range(length)]
         return src, self.target(src)
 
-    def target(self, src_tokens):
+    def target(self, src_tokens: Sequence[str]) -> list[str]:
         return list(reversed(src_tokens))
 
     @staticmethod
@@ -226,8 +226,8 @@ class ReversalTask(Task):
         n = lengths[:, None, None]  # (B, 1, 1)
         return ((i + j == n - 1) & (j < n)).float()  # (B, S, S)
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         return [c for c in text.lower() if not c.isspace()]
 
-    def join(self, tokens):
+    def join(self, tokens: Sequence[str]) -> str:
         return "".join(tokens)

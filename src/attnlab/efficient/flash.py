@@ -148,8 +148,11 @@ class _FlashAttention(torch.autograd.Function):
 def _blocks(block_size):
     if block_size is None:
         return BLOCK_Q, BLOCK_K
-    sizes = (block_size, block_size) if not isinstance(block_size, tuple | list) \
-        else tuple(block_size)  # fmt: skip
+    sizes = (
+        (block_size, block_size)
+        if not isinstance(block_size, tuple | list)
+        else tuple(block_size)
+    )
     if len(sizes) != 2 or any(
         isinstance(b, bool) or not isinstance(b, int) for b in sizes
     ):
@@ -185,8 +188,9 @@ def _padding_mask(key_padding_mask, lead, S, device):
     return m.expand(*lead, S).reshape(-1, S).to(device)  # (N, S)
 
 
-def _tiled(q, k, v, scale, causal, window, block_size, align="top_left",
-           key_padding_mask=None):  # fmt: skip
+def _tiled(
+    q, k, v, scale, causal, window, block_size, align="top_left", key_padding_mask=None
+):
     lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
     _check_align(align)
     if scale is None:
@@ -199,15 +203,32 @@ def _tiled(q, k, v, scale, causal, window, block_size, align="top_left",
     q3 = q.reshape(N, T, Dh).contiguous()  # (N, T, Dh), N = B * H
     k3 = k.reshape(N, S, Dh).contiguous()  # (N, S, Dh)
     v3 = v.reshape(N, S, Dv).contiguous()  # (N, S, Dv)
-    out = _FlashAttention.apply(q3, k3, v3, float(scale), bool(causal), window, bq, bk,
-                                _offset(T, S, align), kpm)  # fmt: skip
+    out = _FlashAttention.apply(
+        q3,
+        k3,
+        v3,
+        float(scale),
+        bool(causal),
+        window,
+        bq,
+        bk,
+        _offset(T, S, align),
+        kpm,
+    )
     return out.reshape(*lead, T, Dv)  # (..., T, Dv)
 
 
-def flash_attention(q, k, v, *, is_causal: bool = False, scale: float | None = None,
-                    block_size: int | tuple[int, int] | None = None,
-                    key_padding_mask: torch.Tensor | None = None,
-                    align: str = "top_left") -> torch.Tensor:  # fmt: skip
+def flash_attention(
+    q,
+    k,
+    v,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_size: int | tuple[int, int] | None = None,
+    key_padding_mask: torch.Tensor | None = None,
+    align: str = "top_left",
+) -> torch.Tensor:
     r"""Exact softmax attention without ever holding the (T, S) scores.
 
     .. math:: \mathrm{out} = \mathrm{softmax}(s\, q k^\top)\, v,\qquad s = 1/\sqrt{D_h}
@@ -238,10 +259,17 @@ def flash_attention(q, k, v, *, is_causal: bool = False, scale: float | None = N
     return _tiled(q, k, v, scale, is_causal, None, block_size, align, key_padding_mask)
 
 
-def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
-                             scale: float | None = None,
-                             block_size: int | tuple[int, int] | None = None,
-                             align: str = "top_left") -> torch.Tensor:  # fmt: skip
+def sliding_window_attention(
+    q,
+    k,
+    v,
+    window: int,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_size: int | tuple[int, int] | None = None,
+    align: str = "top_left",
+) -> torch.Tensor:
     """Local attention: query ``i`` sees keys with ``|i - j| <= window`` (and
     ``j <= i`` when causal), as in Longformer (Beltagy et al. 2020); with
     ``align="bottom_right"`` the band is centred on key ``i + S - T``.
@@ -264,8 +292,15 @@ def sliding_window_attention(q, k, v, window: int, *, is_causal: bool = False,
     """
     _check_qkv(q, k, v, "sliding_window_attention")
     if window is None:  # no band at all, as band_mask(T, S, None): full attention
-        return flash_attention(q, k, v, is_causal=is_causal, scale=scale,
-                               block_size=block_size, align=align)  # fmt: skip
+        return flash_attention(
+            q,
+            k,
+            v,
+            is_causal=is_causal,
+            scale=scale,
+            block_size=block_size,
+            align=align,
+        )
     _check_window(window)
     if block_size is None:
         block_size = min(BLOCK_Q, max(32, window))

@@ -53,8 +53,14 @@ def _offset(T: int, S: int, align: str) -> int:
     return 0 if align == "top_left" else S - T
 
 
-def band_mask(T: int, S: int, window: int | None = None, is_causal: bool = False,
-              device=None, align: str = "top_left") -> torch.Tensor:  # fmt: skip
+def band_mask(
+    T: int,
+    S: int,
+    window: int | None = None,
+    is_causal: bool = False,
+    device=None,
+    align: str = "top_left",
+) -> torch.Tensor:
     """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
     if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
     ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
@@ -95,8 +101,15 @@ def _tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
     return (d >= lo) & (d <= hi)  # (i1 - i0, j1 - j0)
 
 
-def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
-              window: int | None = None, align: str = "top_left") -> list[list[str]]:  # fmt: skip
+def tile_plan(
+    T: int,
+    S: int,
+    block_q: int,
+    block_k: int,
+    causal: bool = False,
+    window: int | None = None,
+    align: str = "top_left",
+) -> list[list[str]]:
     """For each (row block, column block): ``"full"``, ``"masked"`` or ``"skip"``.
 
     The plan the kernels follow; chapter 8's widget draws it."""
@@ -106,8 +119,16 @@ def tile_plan(T: int, S: int, block_q: int, block_k: int, causal: bool = False,
     for i0 in range(0, T, block_q):
         row = []
         for j0 in range(0, S, block_k):
-            m = _tile_mask(i0, min(i0 + block_q, T), j0, min(j0 + block_k, S), causal,
-                           window, "cpu", off)  # fmt: skip
+            m = _tile_mask(
+                i0,
+                min(i0 + block_q, T),
+                j0,
+                min(j0 + block_k, S),
+                causal,
+                window,
+                "cpu",
+                off,
+            )
             row.append(
                 "skip" if isinstance(m, str) else "full" if m is None else "masked"
             )

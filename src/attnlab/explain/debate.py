@@ -25,9 +25,14 @@ def _check_decoder_args(h, weights, mask) -> None:
 
 
 @torch.no_grad()
-def permutation_test(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
-                     mask: torch.Tensor, n_perm: int = 100,
-                     seed: int = 0) -> torch.Tensor:  # fmt: skip
+def permutation_test(
+    decode: Callable,
+    h: torch.Tensor,
+    weights: torch.Tensor,
+    mask: torch.Tensor,
+    n_perm: int = 100,
+    seed: int = 0,
+) -> torch.Tensor:
     """J&W (2019, §4.2.1): shuffle the attention weights, keep everything else; (B,).
 
     Per example, the median over ``n_perm`` random permutations of the weights among
@@ -50,10 +55,18 @@ def permutation_test(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
     return torch.stack(diffs, 1).median(1).values  # (B, n_perm) -> (B,)
 
 
-def adversarial_attention(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
-                          mask: torch.Tensor, eps: float = 0.01, k: int = 4,
-                          steps: int = 300, lr: float = 0.05, penalty: float = 500.0,
-                          seed: int = 0):  # fmt: skip
+def adversarial_attention(
+    decode: Callable,
+    h: torch.Tensor,
+    weights: torch.Tensor,
+    mask: torch.Tensor,
+    eps: float = 0.01,
+    k: int = 4,
+    steps: int = 300,
+    lr: float = 0.05,
+    penalty: float = 500.0,
+    seed: int = 0,
+):
     """J&W (2019, §4.2.2): the most different attention that leaves the output alone.
 
     Searches, per example, ``max JSD(w', w)`` subject to ``|sigmoid(decode(h, w')) -
@@ -105,8 +118,9 @@ def adversarial_attention(decode: Callable, h: torch.Tensor, weights: torch.Tens
 
 
 # -------------------------------------------------------- Wiegreffe & Pinter (2019)
-def wp_adversary(base, data, lam: float = 0.1, epochs: int = 3, seed: int = 1,
-                 **fit_kwargs):  # fmt: skip
+def wp_adversary(
+    base, data, lam: float = 0.1, epochs: int = 3, seed: int = 1, **fit_kwargs
+):
     """W&P (2019, §4): *train* a model to predict like ``base`` with other attention.
 
     Per example the loss is :func:`wp_adversary_loss`, ``TVD(ŷ_adv, ŷ_base) - lam *
@@ -138,8 +152,13 @@ def wp_adversary(base, data, lam: float = 0.1, epochs: int = 3, seed: int = 1,
     return adv.eval()
 
 
-def wp_adversary_loss(y_adv: torch.Tensor, y_base: torch.Tensor, a_adv: torch.Tensor,
-                      a_base: torch.Tensor, lam: float) -> torch.Tensor:  # fmt: skip
+def wp_adversary_loss(
+    y_adv: torch.Tensor,
+    y_base: torch.Tensor,
+    a_adv: torch.Tensor,
+    a_base: torch.Tensor,
+    lam: float,
+) -> torch.Tensor:
     """W&P's (2019) adversary objective per example, (B,): lower is better.
 
     ``|y_adv - y_base| - lam * KL(a_adv || a_base)``, with ``KL(a_adv || a_base) =
@@ -161,8 +180,15 @@ def wp_adversary_loss(y_adv: torch.Tensor, y_base: torch.Tensor, a_adv: torch.Te
     return tvd - lam * kl
 
 
-def diagnostic_mlp(train, test, w_train: torch.Tensor, w_test: torch.Tensor,
-                   epochs: int = 3, seed: int = 1, **fit_kwargs) -> tuple[float, float]:  # fmt: skip
+def diagnostic_mlp(
+    train,
+    test,
+    w_train: torch.Tensor,
+    w_test: torch.Tensor,
+    epochs: int = 3,
+    seed: int = 1,
+    **fit_kwargs,
+) -> tuple[float, float]:
     """W&P (2019, §5): a model without context, pooled with *frozen* outside weights.
 
     Trains an :class:`~attnlab.classifiers.AttentionClassifier` with the ``"average"``
@@ -208,8 +234,13 @@ def weight_gradient(
 
 
 @torch.no_grad()
-def erasure_test(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
-                 mask: torch.Tensor, order: torch.Tensor):  # fmt: skip
+def erasure_test(
+    decode: Callable,
+    h: torch.Tensor,
+    weights: torch.Tensor,
+    mask: torch.Tensor,
+    order: torch.Tensor,
+):
     """S&S (2019, §5): erase attended items, top-ranked first, until the decision flips.
 
     ``order`` (B, T): a score per item, erased highest first (attention itself, a

@@ -24,8 +24,9 @@ def _check_scores(name: str, x: torch.Tensor, mask: torch.Tensor | None) -> None
             )
 
 
-def gradient_importance(f: Callable, embeddings: torch.Tensor, mask: torch.Tensor,
-                        times_input: bool = True) -> torch.Tensor:  # fmt: skip
+def gradient_importance(
+    f: Callable, embeddings: torch.Tensor, mask: torch.Tensor, times_input: bool = True
+) -> torch.Tensor:
     """Gradient × input (Jain & Wallace, 2019, §4.1): ``|sum_e (df/dx_t)_e (x_t)_e|``.
 
     ``f(embeddings) -> (B,)`` is the output to explain (J&W: the predicted
@@ -51,8 +52,9 @@ def gradient_importance(f: Callable, embeddings: torch.Tensor, mask: torch.Tenso
 
 
 @torch.no_grad()
-def leave_one_out(f: Callable, ids: torch.Tensor, mask: torch.Tensor,
-                  replace_with: int | None = None) -> torch.Tensor:  # fmt: skip
+def leave_one_out(
+    f: Callable, ids: torch.Tensor, mask: torch.Tensor, replace_with: int | None = None
+) -> torch.Tensor:
     """Leave-one-out importance ``|f(x) - f(x without token t)|`` (J&W, §4.1), (B, T).
 
     ``f(ids, mask) -> (B,)`` (J&W: the predicted probability); ``ids``, ``mask``
@@ -162,8 +164,9 @@ def spearman(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     return rho.masked_fill(nan, torch.nan)
 
 
-def rationale_recall(scores: torch.Tensor, rationale: torch.Tensor,
-                     mask: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def rationale_recall(
+    scores: torch.Tensor, rationale: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Recall@k of a ranking against the known rationale, (B,).
 
     k is the size of each example's rationale; the result is the fraction of the k

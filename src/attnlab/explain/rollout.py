@@ -72,8 +72,12 @@ def _flow_graph(A: np.ndarray, scale: int):
     return csr_matrix((cap[l, i, j], (rows, cols)), shape=((L + 1) * T,) * 2)
 
 
-def attention_flow(attentions: Sequence[torch.Tensor], mask: torch.Tensor | None = None,
-                   rows: Sequence[int] | None = None, scale: int = 10**6):  # fmt: skip
+def attention_flow(
+    attentions: Sequence[torch.Tensor],
+    mask: torch.Tensor | None = None,
+    rows: Sequence[int] | None = None,
+    scale: int = 10**6,
+):
     """Attention flow (Abnar & Zuidema, 2020): max-flow from the top to each input.
 
     The graph has a node per (layer, token); token i of layer l + 1 has an edge to

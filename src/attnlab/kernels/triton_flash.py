@@ -118,8 +118,16 @@ if triton is not None:
         # kernel-end
 
 
-def triton_flash_forward(q, k, v, *, is_causal: bool = False, scale: float | None = None,
-                         block_m: int = 64, block_n: int = 64):  # fmt: skip
+def triton_flash_forward(
+    q,
+    k,
+    v,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_m: int = 64,
+    block_n: int = 64,
+):
     """Run the Triton forward: ``q (..., T, Dh), k (..., S, Dh), v (..., S, Dv)`` ->
     ``out (..., T, Dv)`` and the log-sum-exp ``lse (..., T)`` (float32, natural log,
     ``+inf`` for a row that sees no key).
@@ -151,8 +159,11 @@ def triton_flash_forward(q, k, v, *, is_causal: bool = False, scale: float | Non
         raise TypeError(
             f"triton_flash_forward takes float16/bfloat16/float32, got {q.dtype}"
         )
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) or q.shape[-1] != k.shape[-1] \
-            or k.shape[-2] != v.shape[-2]:  # fmt: skip
+    if (
+        not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2])
+        or q.shape[-1] != k.shape[-1]
+        or k.shape[-2] != v.shape[-2]
+    ):
         raise ValueError(
             f"shapes must be q (..., T, Dh), k (..., S, Dh), v (..., S, Dv), got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
@@ -166,11 +177,25 @@ def triton_flash_forward(q, k, v, *, is_causal: bool = False, scale: float | Non
     dot_fp32 = q.dtype == torch.float32 or interpreting()
     grid = (triton.cdiv(T, block_m), N)
     _flash_fwd_kernel[grid](
-        q3, k3, v3, out, lse, scale * 1.4426950408889634, T, S, Dh, Dv,
-        *q3.stride(), *k3.stride(), *v3.stride(), *out.stride(),
-        BLOCK_M=block_m, BLOCK_N=block_n,
+        q3,
+        k3,
+        v3,
+        out,
+        lse,
+        scale * 1.4426950408889634,
+        T,
+        S,
+        Dh,
+        Dv,
+        *q3.stride(),
+        *k3.stride(),
+        *v3.stride(),
+        *out.stride(),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
         BLOCK_DH=max(16, triton.next_power_of_2(Dh)),
         BLOCK_DV=max(16, triton.next_power_of_2(Dv)),
-        CAUSAL=bool(is_causal), DOT_FP32=dot_fp32,
-    )  # fmt: skip
+        CAUSAL=bool(is_causal),
+        DOT_FP32=dot_fp32,
+    )
     return out.reshape(*lead, T, Dv), lse.reshape(*lead, T)

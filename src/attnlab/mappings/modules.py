@@ -27,7 +27,7 @@ class Softmax(_Mapping):
         super().__init__(dim)
         self.temperature = temperature
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return softmax(x, self.dim, self.temperature)
 
 
@@ -38,7 +38,7 @@ class Sparsemax(_Mapping):
         super().__init__(dim)
         self.k = k
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return sparsemax(x, self.dim, self.k)
 
 
@@ -49,7 +49,7 @@ class Entmax15(_Mapping):
         super().__init__(dim)
         self.k = k
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return entmax15(x, self.dim, self.k)
 
 
@@ -66,7 +66,7 @@ class EntmaxBisect(_Mapping):
         self.alpha = alpha
         self.n_iter = n_iter
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return entmax_bisect(x, self.alpha, self.dim, self.n_iter)
 
 
@@ -83,7 +83,7 @@ class NormmaxBisect(_Mapping):
         self.alpha = alpha
         self.n_iter = n_iter
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return normmax_bisect(x, self.alpha, self.dim, self.n_iter)
 
 
@@ -94,5 +94,5 @@ class Fusedmax(_Mapping):
         super().__init__(dim)
         self.lam = lam
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return fusedmax(x, self.lam, self.dim)

@@ -91,11 +91,16 @@ class MiniLM(nn.Module):
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, D)
         self.embed_norm = nn.LayerNorm(D, eps=cfg.layer_norm_eps)
         self.layers = nn.ModuleList(
-            TransformerEncoderLayer(D, cfg.n_heads, cfg.d_ff, dropout=0.0,
-                                    activation="gelu",
-                                    layer_norm_eps=cfg.layer_norm_eps)
+            TransformerEncoderLayer(
+                D,
+                cfg.n_heads,
+                cfg.d_ff,
+                dropout=0.0,
+                activation="gelu",
+                layer_norm_eps=cfg.layer_norm_eps,
+            )
             for _ in range(cfg.n_layers)
-        )  # fmt: skip
+        )
         self.tokenizer = tokenizer
 
     # ------------------------------------------------------------------ loading

@@ -232,13 +232,26 @@ def mask_lab(
     if show:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         labels = [f"k{j}" for j in range(S - 2)] + ["pad", "pad"]
-        heatmap(weights, labels, [f"q{i}" for i in range(T)], ax=ax, vmax=1.0,
-                annotate=False)  # fmt: skip
+        heatmap(
+            weights,
+            labels,
+            [f"q{i}" for i in range(T)],
+            ax=ax,
+            vmax=1.0,
+            annotate=False,
+        )
         for i in range(T):
             for j in range(S):
                 v = float(weights[i, j])
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=10,
-                        color="black" if v > 0.6 else "white")  # fmt: skip
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=10,
+                    color="black" if v > 0.6 else "white",
+                )
         dead = f" (q{T - 1}: no key left)" if mask_last_query else ""
         ax.set_title(
             f"mask {mask}, scores ×{score_scale:g}, {dtype}: "

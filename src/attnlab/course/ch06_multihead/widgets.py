@@ -142,12 +142,22 @@ def head_view(
     if show:
         rows, cols = (2, 2) if len(heads) == 4 else (1, len(heads))
         fig, axes = plt.subplots(
-            rows, cols, figsize=(6.5, 6.5 * rows / cols if cols > 1 else 5.5),
+            rows,
+            cols,
+            figsize=(6.5, 6.5 * rows / cols if cols > 1 else 5.5),
             squeeze=False,
-        )  # fmt: skip
+        )
         for ax, name in zip(axes.flat, heads):
-            heatmap(weights[HEAD_NAMES.index(name)], labels, labels, ax=ax, vmax=1.0,
-                    annotate=False, xlabel="", ylabel="")  # fmt: skip
+            heatmap(
+                weights[HEAD_NAMES.index(name)],
+                labels,
+                labels,
+                ax=ax,
+                vmax=1.0,
+                annotate=False,
+                xlabel="",
+                ylabel="",
+            )
             ax.axhline(token, color="white", lw=0.8)
             ax.set_title(f"head '{name}'", fontsize=10)
         fig.suptitle(f"rows: queries; row {token} is '{tokens[token]}'", fontsize=10)
@@ -204,8 +214,15 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
                     img[positions, h] = grid[positions, h]
                     for r, i in enumerate(positions):  # head h sees position i as row r
                         color = "white" if i < T / 2 else "black"
-                        ax.text(h, i, f"row {r}", ha="center", va="center", color=color,
-                                fontsize=10)  # fmt: skip
+                        ax.text(
+                            h,
+                            i,
+                            f"row {r}",
+                            ha="center",
+                            va="center",
+                            color=color,
+                            fontsize=10,
+                        )
             ax.imshow(
                 img.numpy(), cmap="viridis", vmin=0, vmax=max(T - 1, 1), aspect="auto"
             )
@@ -225,8 +242,9 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
         axes[0].set_ylabel("input position")
         fig.tight_layout()
         if works:
-            what = "; ".join(f"head {h} sees positions {ps}" for h, ps in
-                             enumerate(slides))  # fmt: skip
+            what = "; ".join(
+                f"head {h} sees positions {ps}" for h, ps in enumerate(slides)
+            )
             what = (
                 f"with the slides' projections {what}, and the output has {T // H} rows"
             )
@@ -234,9 +252,13 @@ def slides_bug_view(T: int = 6, n_heads: int = 3, show: bool = True) -> dict:
             what = (
                 f"the slides' code raises a RuntimeError: {T} is not divisible by {H}"
             )
-        _show(fig, alt=(
-            f"Which of T = {T} input positions each of H = {H} heads sees. Correct "
-            f"split: every head sees all {T}; {what}."))  # fmt: skip
+        _show(
+            fig,
+            alt=(
+                f"Which of T = {T} input positions each of H = {H} heads sees. Correct "
+                f"split: every head sees all {T}; {what}."
+            ),
+        )
     return {
         "correct": correct,
         "slides": slides,

@@ -30,8 +30,13 @@ __all__ = [
 ]
 
 
-def positional_lab(position: int = 10, dim: int = 4, n_positions: int = 64,
-                   d_model: int = 32, show: bool = True):  # fmt: skip
+def positional_lab(
+    position: int = 10,
+    dim: int = 4,
+    n_positions: int = 64,
+    d_model: int = 32,
+    show: bool = True,
+):
     """Draw ``PE`` (positions × features), row ``position`` and column ``dim``.
 
     Returns ``{"value", "row", "column", "wavelength", "alt"}``: ``PE[position, dim]``,
@@ -47,8 +52,16 @@ def positional_lab(position: int = 10, dim: int = 4, n_positions: int = 64,
     pe = sinusoidal_encoding(n_positions, d_model)  # (P, D)
     wavelength = 2 * math.pi * 10000 ** ((dim - dim % 2) / d_model)
     fig, axes = plt.subplots(1, 2, figsize=(6.5, 3.2), width_ratios=(1.3, 1))
-    im = heatmap(pe, ax=axes[0], xlabel="feature", ylabel="position", vmin=-1,
-                 vmax=1, cmap="RdBu_r", annotate=False)  # fmt: skip
+    im = heatmap(
+        pe,
+        ax=axes[0],
+        xlabel="feature",
+        ylabel="position",
+        vmin=-1,
+        vmax=1,
+        cmap="RdBu_r",
+        annotate=False,
+    )
     axes[0].axhline(position, color="k", lw=1)
     axes[0].axvline(dim, color="k", lw=1, ls="--")
     axes[0].set_title("PE[position, feature]")
@@ -101,9 +114,16 @@ _KINDS = {
 }
 
 
-def attention_view(maps: dict, src_tokens, tgt_tokens, kind: str = "cross",
-                   layer: int = 0, head: int = 0, example: int = 0,
-                   show: bool = True):  # fmt: skip
+def attention_view(
+    maps: dict,
+    src_tokens,
+    tgt_tokens,
+    kind: str = "cross",
+    layer: int = 0,
+    head: int = 0,
+    example: int = 0,
+    show: bool = True,
+):
     """Draw one attention map from :meth:`attnlab.Seq2SeqTransformer.attention_maps`.
 
     ``maps[kind][layer]`` is (B, H, T, S); rows are queries, columns keys. Tokens
@@ -126,11 +146,21 @@ def attention_view(maps: dict, src_tokens, tgt_tokens, kind: str = "cross",
     fig, ax = plt.subplots(
         figsize=(min(6.5, 0.45 * len(cols) + 2.5), 0.35 * len(rows) + 1.8)
     )
-    heatmap(w, cols, rows, ax=ax, xlabel=xlabel, ylabel=ylabel, vmax=1.0,
-            title=f"{title}, layer {layer}, head {head}", annotate=False)  # fmt: skip
+    heatmap(
+        w,
+        cols,
+        rows,
+        ax=ax,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        vmax=1.0,
+        title=f"{title}, layer {layer}, head {head}",
+        annotate=False,
+    )
     argmax = w.argmax(-1).tolist()
-    looks = ", ".join(f"{r} → {cols[j]} ({w[i, j]:.2f})"
-                      for i, (r, j) in enumerate(zip(rows, argmax)))  # fmt: skip
+    looks = ", ".join(
+        f"{r} → {cols[j]} ({w[i, j]:.2f})" for i, (r, j) in enumerate(zip(rows, argmax))
+    )
     alt = (
         f"Heatmap of {title}, layer {layer}, head {head}: rows are {ylabel}s, columns "
         f"{xlabel}s, each row sums to 1. Where each row looks most: {looks}."
@@ -163,7 +193,11 @@ def _boxes(norm_first: bool, decoder: bool) -> list[str]:
     )
     out = []
     for sub in attn + ["feed-forward"]:
-        out += ["LayerNorm", sub, "+ residual"] if norm_first else [sub, "+ residual", "LayerNorm"]  # fmt: skip
+        out += (
+            ["LayerNorm", sub, "+ residual"]
+            if norm_first
+            else [sub, "+ residual", "LayerNorm"]
+        )
     return out
 
 
@@ -196,24 +230,49 @@ def architecture(norm_first: bool = False, ax=None, show: bool = True):
     ):
         for i, text in enumerate(labels):
             key = next((k for k in colours if k in text), None)
-            ax.add_patch(plt.Rectangle((x0, i), 1.0, 0.8, fc=colours.get(key, "#eeeeee"),
-                                       ec="k", lw=0.8))  # fmt: skip
+            ax.add_patch(
+                plt.Rectangle(
+                    (x0, i), 1.0, 0.8, fc=colours.get(key, "#eeeeee"), ec="k", lw=0.8
+                )
+            )
             ax.text(x0 + 0.5, i + 0.4, text, ha="center", va="center", fontsize=10)
             if i:
-                ax.annotate("", (x0 + 0.5, i), (x0 + 0.5, i - 0.2),
-                            arrowprops={"arrowstyle": "->", "lw": 0.8})  # fmt: skip
+                ax.annotate(
+                    "",
+                    (x0 + 0.5, i),
+                    (x0 + 0.5, i - 0.2),
+                    arrowprops={"arrowstyle": "->", "lw": 0.8},
+                )
         ax.text(x0 + 0.5, len(labels) + 0.1, name, ha="center", fontsize=10)
         pairs = _skips(labels, norm_first)
         skips[name.split()[0]] = pairs
         for a, b in pairs:  # from the sub-block's input to its "+ residual" box
-            ax.annotate("", (x0, b + 0.4), (x0, a + 0.9),
-                        arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 1.2,
-                                    "connectionstyle": "bar,fraction=-0.25"})  # fmt: skip
+            ax.annotate(
+                "",
+                (x0, b + 0.4),
+                (x0, a + 0.9),
+                arrowprops={
+                    "arrowstyle": "->",
+                    "color": "0.45",
+                    "lw": 1.2,
+                    "connectionstyle": "bar,fraction=-0.25",
+                },
+            )
     cross = dec.index("cross-attention")
-    ax.annotate("", (1.5, cross + 0.4), (1.0, len(enc) - 0.6),
-                arrowprops={"arrowstyle": "->", "color": "C3"})  # fmt: skip
-    ax.text(1.25, cross + 1.6, "memory\n(keys,\nvalues)", ha="center", fontsize=10,
-            color="C3")  # fmt: skip
+    ax.annotate(
+        "",
+        (1.5, cross + 0.4),
+        (1.0, len(enc) - 0.6),
+        arrowprops={"arrowstyle": "->", "color": "C3"},
+    )
+    ax.text(
+        1.25,
+        cross + 1.6,
+        "memory\n(keys,\nvalues)",
+        ha="center",
+        fontsize=10,
+        color="C3",
+    )
     ax.set_xlim(-0.35, 2.6)
     ax.set_ylim(-0.3, len(dec) + 0.7)
     ax.axis("off")

@@ -93,8 +93,12 @@ def merge_partial_attention(fn):
         else:
             o, lse = _partial(q, k, v)
         cases.append(Case(label, (o1, l1, o2, l2), (o, lse), hint))
-    return run_check("merge_partial_attention", fn, cases,
-                     forbid=FORBIDDEN["merge_partial_attention"])  # fmt: skip
+    return run_check(
+        "merge_partial_attention",
+        fn,
+        cases,
+        forbid=FORBIDDEN["merge_partial_attention"],
+    )
 
 
 def _budget_block(budget, n, d_head, n_heads):
@@ -119,8 +123,9 @@ def block_size_for_budget(fn):
     cases = [
         Case(label, args, _budget_block(*args), hint) for label, args, hint in specs
     ]
-    return run_check("block_size_for_budget", fn, cases,
-                     forbid=FORBIDDEN["block_size_for_budget"])  # fmt: skip
+    return run_check(
+        "block_size_for_budget", fn, cases, forbid=FORBIDDEN["block_size_for_budget"]
+    )
 
 
 def _causal_count(T, S, bq, bk):
@@ -150,8 +155,9 @@ def causal_tiles(fn):
     cases = [
         Case(label, args, _causal_count(*args), hint) for label, args, hint in specs
     ]
-    return run_check("causal_tiles", fn, cases, compare=_int_pair,
-                     forbid=FORBIDDEN["causal_tiles"])  # fmt: skip
+    return run_check(
+        "causal_tiles", fn, cases, compare=_int_pair, forbid=FORBIDDEN["causal_tiles"]
+    )
 
 
 def _int_pair(got, expected):
@@ -187,8 +193,9 @@ def split_kv_decoding(fn):
         k = torch.randn(B, H, S, Dh, generator=g, dtype=torch.float64)
         v = torch.randn(B, H, S, Dv, generator=g, dtype=torch.float64)
         cases.append(Case(label, (q, k, v, n_splits), _sdpa64(q, k, v), hint))
-    return run_check("split_kv_decoding", fn, cases,
-                     forbid=FORBIDDEN["split_kv_decoding"])  # fmt: skip
+    return run_check(
+        "split_kv_decoding", fn, cases, forbid=FORBIDDEN["split_kv_decoding"]
+    )
 
 
 def _tile_grads(q, k, v, dout, scale):
@@ -247,7 +254,14 @@ def tile_backward(fn):
         s = q @ k.T * scale
         lse = torch.logsumexp(s, -1)  # (T,)
         out = torch.softmax(s, -1) @ v  # (T, Dv)
-        cases.append(Case(label, (q, k, v, out, lse, dout, scale),
-                          _tile_grads(q, k, v, dout, scale), hint))  # fmt: skip
-    return run_check("tile_backward", _without_autograd(fn), cases,
-                     forbid=FORBIDDEN["tile_backward"])  # fmt: skip
+        cases.append(
+            Case(
+                label,
+                (q, k, v, out, lse, dout, scale),
+                _tile_grads(q, k, v, dout, scale),
+                hint,
+            )
+        )
+    return run_check(
+        "tile_backward", _without_autograd(fn), cases, forbid=FORBIDDEN["tile_backward"]
+    )

@@ -49,8 +49,14 @@ def tile_map_twin(n_heads: int = 8, d_head: int = 64) -> Twin:
 
 
 def _reference(settings: dict, data: dict) -> dict:
-    out = tile_map(int(settings["n"]), int(settings["block"]), bool(settings["causal"]),
-                   data["n_heads"], data["d_head"], show=False)  # fmt: skip
+    out = tile_map(
+        int(settings["n"]),
+        int(settings["block"]),
+        bool(settings["causal"]),
+        data["n_heads"],
+        data["d_head"],
+        show=False,
+    )
     return {
         "full": out["full"],
         "masked": out["masked"],

@@ -19,8 +19,9 @@ __all__ = ["live_memory", "tile_map", "tile_map_widget"]
 _CODE = {"skip": 0, "masked": 1, "full": 2}
 
 
-def live_memory(n: int, block: int, n_heads: int = 8, d_head: int = 64,
-                bytes_per: int = 4) -> dict:  # fmt: skip
+def live_memory(
+    n: int, block: int, n_heads: int = 8, d_head: int = 64, bytes_per: int = 4
+) -> dict:
     """Bytes live during one forward, B = 1: materialising vs tiled.
 
     Materialising: q, k, v, out (4·n·Dh per head) plus scores and weights (2·n² per
@@ -32,8 +33,14 @@ def live_memory(n: int, block: int, n_heads: int = 8, d_head: int = 64,
     return {"naive_bytes": naive, "tiled_bytes": tiled, "ratio": naive / tiled}
 
 
-def tile_map(n: int = 512, block: int = 64, causal: bool = True, n_heads: int = 8,
-             d_head: int = 64, show: bool = True) -> dict:  # fmt: skip
+def tile_map(
+    n: int = 512,
+    block: int = 64,
+    causal: bool = True,
+    n_heads: int = 8,
+    d_head: int = 64,
+    show: bool = True,
+) -> dict:
     """Draw the tiles of an (n, n) score matrix: computed in full, computed with a
     mask (the diagonal), or skipped; and the live memory of both algorithms."""
     plan = tile_plan(n, n, block, block, causal=causal)
@@ -74,11 +81,14 @@ def tile_map(n: int = 512, block: int = 64, causal: bool = True, n_heads: int = 
         fig.tight_layout()
         from ...plotting import show as show_fig
 
-        show_fig(fig, alt=f"Tiles of a {'causal' if causal else 'full'} pass at n = {n} "
-                 f"with blocks of {block}: {out['full']} full, {out['masked']} masked, "
-                 f"{out['skip']} skipped of {out['tiles']}; live memory "
-                 f"{mib[0]:.1f} MiB materialising against {mib[1]:.1f} MiB tiled, "
-                 f"{mem['ratio']:.0f} times less.")  # fmt: skip
+        show_fig(
+            fig,
+            alt=f"Tiles of a {'causal' if causal else 'full'} pass at n = {n} "
+            f"with blocks of {block}: {out['full']} full, {out['masked']} masked, "
+            f"{out['skip']} skipped of {out['tiles']}; live memory "
+            f"{mib[0]:.1f} MiB materialising against {mib[1]:.1f} MiB tiled, "
+            f"{mem['ratio']:.0f} times less.",
+        )
     return out
 
 

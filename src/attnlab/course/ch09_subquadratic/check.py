@@ -59,8 +59,13 @@ def causal_linear_attention(fn):
         cases.append(
             Case(label, (q, k, v), linear_attention(q, k, v, is_causal=True), hint)
         )
-    return run_check("causal_linear_attention", fn, cases, compare=compare,
-                     forbid=FORBIDDEN["causal_linear_attention"])  # fmt: skip
+    return run_check(
+        "causal_linear_attention",
+        fn,
+        cases,
+        compare=compare,
+        forbid=FORBIDDEN["causal_linear_attention"],
+    )
 
 
 def receptive_field_after(fn):
@@ -86,11 +91,18 @@ def receptive_field_after(fn):
         ),
     ]
     for label, mask, layers in specs:
-        cases.append(Case(label, (mask, layers), receptive_field(mask, layers),
-                          "a token always keeps itself (residual); compose the mask "
-                          "with itself once per layer"))  # fmt: skip
-    return run_check("receptive_field_after", fn, cases,
-                     forbid=FORBIDDEN["receptive_field_after"])  # fmt: skip
+        cases.append(
+            Case(
+                label,
+                (mask, layers),
+                receptive_field(mask, layers),
+                "a token always keeps itself (residual); compose the mask "
+                "with itself once per layer",
+            )
+        )
+    return run_check(
+        "receptive_field_after", fn, cases, forbid=FORBIDDEN["receptive_field_after"]
+    )
 
 
 def kv_cache_bytes(fn):
@@ -110,8 +122,9 @@ def kv_cache_bytes(fn):
         ("multi-query: one key/value head", (24, 16, 64, 2048, 2), {"n_kv_heads": 1},
          "multi-query attention keeps a single key/value head per layer"),
     ]  # fmt: skip
-    cases = [Case(label, args, ref(*args, **kw), hint, kw)
-             for label, args, kw, hint in specs]  # fmt: skip
+    cases = [
+        Case(label, args, ref(*args, **kw), hint, kw) for label, args, kw, hint in specs
+    ]
     return run_check("kv_cache_bytes", fn, cases, forbid=FORBIDDEN["kv_cache_bytes"])
 
 

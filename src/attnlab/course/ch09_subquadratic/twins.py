@@ -46,10 +46,16 @@ def attention_pattern_twin() -> Twin:
 
 
 def _reference(settings: dict, data: dict) -> dict:
-    out = attention_pattern(settings["pattern"], int(settings["n"]),
-                            int(settings["window"]), int(settings["dilation"]),
-                            int(settings["n_global"]), int(settings["layers"]),
-                            bool(settings["causal"]), show=False)  # fmt: skip
+    out = attention_pattern(
+        settings["pattern"],
+        int(settings["n"]),
+        int(settings["window"]),
+        int(settings["dilation"]),
+        int(settings["n_global"]),
+        int(settings["layers"]),
+        bool(settings["causal"]),
+        show=False,
+    )
     return {
         "pairs": out["pairs"],
         "fraction": out["fraction"],

@@ -22,8 +22,14 @@ __all__ = ["PATTERNS", "pattern_mask", "receptive_field", "attention_pattern",
 PATTERNS = ["full", "causal", "window", "dilated", "global+local", "strided"]
 
 
-def pattern_mask(pattern: str, n: int, window: int = 4, dilation: int = 2,
-                 n_global: int = 2, causal: bool = False) -> torch.Tensor:  # fmt: skip
+def pattern_mask(
+    pattern: str,
+    n: int,
+    window: int = 4,
+    dilation: int = 2,
+    n_global: int = 2,
+    causal: bool = False,
+) -> torch.Tensor:
     """(n, n) boolean mask of ``pattern``; ``window`` keys on each side (times
     ``dilation`` apart for "dilated"); ``n_global`` first tokens attend and are
     attended everywhere for "global+local"; ``causal`` also forbids j > i."""
@@ -71,9 +77,16 @@ def receptive_field(mask: torch.Tensor, layers: int) -> torch.Tensor:
     return reach.sum(-1).long()  # (n,)
 
 
-def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
-                      dilation: int = 2, n_global: int = 2, layers: int = 3,
-                      causal: bool = True, show: bool = True) -> dict:  # fmt: skip
+def attention_pattern(
+    pattern: str = "window",
+    n: int = 64,
+    window: int = 4,
+    dilation: int = 2,
+    n_global: int = 2,
+    layers: int = 3,
+    causal: bool = True,
+    show: bool = True,
+) -> dict:
     """Draw ``pattern``'s mask and the last query's receptive field after ``layers``."""
     mask = pattern_mask(pattern, n, window, dilation, n_global, causal)
     rf = receptive_field(mask, layers)
@@ -106,9 +119,12 @@ def attention_pattern(pattern: str = "window", n: int = 64, window: int = 4,
         fig.tight_layout()
         from ...plotting import show as show_fig
 
-        show_fig(fig, alt=f"The {pattern} pattern on {n} positions scores {cost} pairs "
-                 f"({out['fraction']:.0%} of n²); after {layers} layers the last query "
-                 f"depends on {out['receptive_field_last']} of {n} positions.")  # fmt: skip
+        show_fig(
+            fig,
+            alt=f"The {pattern} pattern on {n} positions scores {cost} pairs "
+            f"({out['fraction']:.0%} of n²); after {layers} layers the last query "
+            f"depends on {out['receptive_field_last']} of {n} positions.",
+        )
     return out
 
 

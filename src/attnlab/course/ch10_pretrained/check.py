@@ -85,27 +85,48 @@ def rollout_sink_curve(fn):
     mask1 = torch.ones(1, 5, dtype=torch.bool)
     keys1 = torch.zeros(1, 5, dtype=torch.bool)
     keys1[0, 0] = True
-    cases.append(Case("a perfect sink, 4 layers", (hard, mask1, keys1),
-                      ref(hard, mask1, keys1),
-                      "roll the layers out (each is 0.5 W + 0.5 I, multiplied onto the "
-                      "ones below): the share grows by half the rest, layer after layer, "
-                      "and the curve has one entry per depth, not one layer alone"))  # fmt: skip
+    cases.append(
+        Case(
+            "a perfect sink, 4 layers",
+            (hard, mask1, keys1),
+            ref(hard, mask1, keys1),
+            "roll the layers out (each is 0.5 W + 0.5 I, multiplied onto the "
+            "ones below): the share grows by half the rest, layer after layer, "
+            "and the curve has one entry per depth, not one layer alone",
+        )
+    )
     att, mask = _attentions(3, 2, 4, 6, seed=1000, lengths=[6, 4])
     keys = torch.zeros(2, 6, dtype=torch.bool)
     keys[:, 0] = True  # position 0, like [CLS]
-    cases.append(Case("3 layers, padded batch, key 0", (att, mask, keys),
-                      ref(att, mask, keys),
-                      "average over the real query rows only: a padded row of the "
-                      "rollout is not a row of the sentence"))  # fmt: skip
+    cases.append(
+        Case(
+            "3 layers, padded batch, key 0",
+            (att, mask, keys),
+            ref(att, mask, keys),
+            "average over the real query rows only: a padded row of the "
+            "rollout is not a row of the sentence",
+        )
+    )
     keys2 = keys.clone()
     keys2[0, 5] = keys2[1, 3] = True  # and each example's last real token ([SEP])
-    cases.append(Case("two keys per example, at different places", (att, mask, keys2),
-                      ref(att, mask, keys2), "sum the weight over every flagged key"))  # fmt: skip
+    cases.append(
+        Case(
+            "two keys per example, at different places",
+            (att, mask, keys2),
+            ref(att, mask, keys2),
+            "sum the weight over every flagged key",
+        )
+    )
     one, m1 = _attentions(1, 1, 3, 1, seed=1001)
     k1 = torch.ones(1, 1, dtype=torch.bool)
     cases.append(Case("length 1", (one, m1, k1), ref(one, m1, k1), "one token: 1"))
-    return run_check("rollout_sink_curve", fn, cases, compare=_compare,
-                     forbid=FORBIDDEN["rollout_sink_curve"])  # fmt: skip
+    return run_check(
+        "rollout_sink_curve",
+        fn,
+        cases,
+        compare=_compare,
+        forbid=FORBIDDEN["rollout_sink_curve"],
+    )
 
 
 def relation_scores(fn):
@@ -131,20 +152,41 @@ def relation_scores(fn):
     a[1, 2, torch.arange(4), torch.arange(1, 5)] = 1.0  # head (1, 2): the next token
     a[1, 2, 4, 4] = 1.0
     p = [[(0, 1), (1, 2), (3, 4)]]
-    cases.append(Case("one sentence, a planted next-token head", ([a], p), ref([a], p),
-                      "weights[layer, head, query, key]: the row is the query"))  # fmt: skip
+    cases.append(
+        Case(
+            "one sentence, a planted next-token head",
+            ([a], p),
+            ref([a], p),
+            "weights[layer, head, query, key]: the row is the query",
+        )
+    )
     b, c = maps_of(2, 3, 7), maps_of(2, 3, 4)
     p2 = [[(2, 1), (5, 6), (6, 0), (3, 3)], [(1, 3)]]
-    cases.append(Case("two sentences of different lengths, 4 + 1 pairs", ([b, c], p2),
-                      ref([b, c], p2),
-                      "pool the pairs: every pair counts once, whatever its sentence"))  # fmt: skip
+    cases.append(
+        Case(
+            "two sentences of different lengths, 4 + 1 pairs",
+            ([b, c], p2),
+            ref([b, c], p2),
+            "pool the pairs: every pair counts once, whatever its sentence",
+        )
+    )
     p3 = [[], [(0, 2)], [(1, 1), (2, 0)]]
     d = maps_of(1, 2, 3)
-    cases.append(Case("a sentence with no pair", ([b[:1, :2], d, d], p3),
-                      ref([b[:1, :2], d, d], p3),
-                      "skip sentences without pairs (no 0/0)"))  # fmt: skip
-    return run_check("relation_scores", fn, cases, compare=_compare,
-                     forbid=FORBIDDEN["relation_scores"])  # fmt: skip
+    cases.append(
+        Case(
+            "a sentence with no pair",
+            ([b[:1, :2], d, d], p3),
+            ref([b[:1, :2], d, d], p3),
+            "skip sentences without pairs (no 0/0)",
+        )
+    )
+    return run_check(
+        "relation_scores",
+        fn,
+        cases,
+        compare=_compare,
+        forbid=FORBIDDEN["relation_scores"],
+    )
 
 
 def rollout_with_residual(fn):
@@ -152,22 +194,45 @@ def rollout_with_residual(fn):
     cases = []
     att, _ = _attentions(3, 2, 4, 5, seed=1200)
     for alpha, hint in [
-        (0.5, "later layers multiply on the left: A_3 @ A_2 @ A_1 (alpha = 0.5 is "
-              "A&Z's rollout)"),
-        (0.9, "A_l = rownorm(alpha * mean over heads + (1 - alpha) I); later layers "
-              "multiply on the left: A_3 @ A_2 @ A_1"),
+        (
+            0.5,
+            "later layers multiply on the left: A_3 @ A_2 @ A_1 (alpha = 0.5 is "
+            "A&Z's rollout)",
+        ),
+        (
+            0.9,
+            "A_l = rownorm(alpha * mean over heads + (1 - alpha) I); later layers "
+            "multiply on the left: A_3 @ A_2 @ A_1",
+        ),
         (1.0, "alpha = 1: the plain product of the head-averaged maps"),
         (0.0, "alpha = 0: nothing moves, the identity"),
-    ]:  # fmt: skip
-        cases.append(Case(f"3 layers, alpha={alpha}", (att, alpha), _rollout(att, alpha),
-                          hint))  # fmt: skip
+    ]:
+        cases.append(
+            Case(f"3 layers, alpha={alpha}", (att, alpha), _rollout(att, alpha), hint)
+        )
     pad, _ = _attentions(2, 1, 2, 4, seed=1201, lengths=[2])
-    cases.append(Case("padded rows (all zero), alpha=0.3", (pad, 0.3),
-                      _rollout(pad, 0.3),
-                      "renormalise each row after adding the identity: an all-zero "
-                      "row becomes the identity row"))  # fmt: skip
+    cases.append(
+        Case(
+            "padded rows (all zero), alpha=0.3",
+            (pad, 0.3),
+            _rollout(pad, 0.3),
+            "renormalise each row after adding the identity: an all-zero "
+            "row becomes the identity row",
+        )
+    )
     one = [a[0] for a in _attentions(1, 1, 3, 4, seed=1202, sharp=30.0)[0]]
-    cases.append(Case("one layer, no batch axis, sharp heads", (one, 0.7),
-                      _rollout(one, 0.7), "heads are axis -3"))  # fmt: skip
-    return run_check("rollout_with_residual", fn, cases, compare=_compare,
-                     forbid=FORBIDDEN["rollout_with_residual"])  # fmt: skip
+    cases.append(
+        Case(
+            "one layer, no batch axis, sharp heads",
+            (one, 0.7),
+            _rollout(one, 0.7),
+            "heads are axis -3",
+        )
+    )
+    return run_check(
+        "rollout_with_residual",
+        fn,
+        cases,
+        compare=_compare,
+        forbid=FORBIDDEN["rollout_with_residual"],
+    )

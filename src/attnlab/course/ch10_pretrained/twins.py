@@ -48,12 +48,19 @@ def head_view_twin(examples: dict, title: str = "Head view of MiniLM") -> Twin:
                 f"got {tuple(w.shape)}"
             )
         if shape is not None and w.shape[:2] != shape:
-            raise ValueError(f"example {label!r}: (L, H) = {tuple(w.shape[:2])}, "
-                             f"the others have {tuple(shape)}")  # fmt: skip
+            raise ValueError(
+                f"example {label!r}: (L, H) = {tuple(w.shape[:2])}, "
+                f"the others have {tuple(shape)}"
+            )
         shape = w.shape[:2]
         milli = torch.round(w * 1000).long()  # thousandths keep the page small
-        sents.append({"label": str(label), "tokens": [str(t) for t in e["tokens"]],
-                      "weights": milli.tolist()})  # fmt: skip
+        sents.append(
+            {
+                "label": str(label),
+                "tokens": [str(t) for t in e["tokens"]],
+                "weights": milli.tolist(),
+            }
+        )
     L, H = shape
     return Twin(
         "head_view",
@@ -68,7 +75,7 @@ def head_view_twin(examples: dict, title: str = "Head view of MiniLM") -> Twin:
             Range("layer", "layer", 0, L - 1, 1, 0),
             Range("head", "head", 0, H - 1, 1, 0),
             Range("query", "query", 0, max(len(s["tokens"]) for s in sents) - 1, 1, 1),
-        ],  # fmt: skip
+        ],
         readouts=[
             Readout("focus", "looks most at"),
             Readout("focus_weight", "with weight"),
@@ -113,5 +120,5 @@ register_check(
     "head_view",
     TwinCheck(
         cases=_head_view_cases, reference=_head_view_reference, default_tol=1e-12
-    ),  # fmt: skip
+    ),
 )

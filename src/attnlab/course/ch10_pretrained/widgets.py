@@ -49,8 +49,14 @@ def draw_lines(weights, tokens, ax=None, query=None, color="C0", title=None):
             a = float(w[i, j]) / top
             if a < 0.02:
                 continue  # invisible anyway; keeps the figure light
-            ax.plot([0, 1], [-i, -j], color=color, lw=0.4 + 3.0 * a,
-                    alpha=(0.06 if dim else 0.9) * a, solid_capstyle="round")  # fmt: skip
+            ax.plot(
+                [0, 1],
+                [-i, -j],
+                color=color,
+                lw=0.4 + 3.0 * a,
+                alpha=(0.06 if dim else 0.9) * a,
+                solid_capstyle="round",
+            )
     for i, t in enumerate(tokens):
         bold = "bold" if query == i else "normal"
         ax.text(-0.04, -i, t, ha="right", va="center", fontsize=10, fontweight=bold)
@@ -100,8 +106,10 @@ def head_view(
         top = [tokens[int(j)] for j in w.argmax(-1)]
         from ...plotting import show as show_fig
 
-        show_fig(alt=f"MiniLM {title} on '{sentence}' as {style}: the favourite key of "
-                 "each token is " + ", ".join(f"{a} -> {b}" for a, b in zip(tokens, top)))  # fmt: skip
+        show_fig(
+            alt=f"MiniLM {title} on '{sentence}' as {style}: the favourite key of "
+            "each token is " + ", ".join(f"{a} -> {b}" for a, b in zip(tokens, top))
+        )
     return {"tokens": tokens, "weights": w, "attended": w.argmax(-1)}
 
 

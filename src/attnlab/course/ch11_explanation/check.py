@@ -72,27 +72,48 @@ def integrated_gradients(fn):
     u = torch.randn(3, generator=g, dtype=torch.float64)
     c = torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0], dtype=torch.float64)
     quad = _quadratic(u, c)
-    cases.append(Case("quadratic model (exact answer c_t <u, x_t>^2)", (quad, e, 8),
-                      c * (e @ u) ** 2,
-                      "keep the sign (no abs), do not normalise, and average the "
-                      "gradient along the path at alpha = (i + 0.5) / steps (the midpoint "
-                      "rule, not alpha = i / steps, and not the gradient at x alone)"))  # fmt: skip
+    cases.append(
+        Case(
+            "quadratic model (exact answer c_t <u, x_t>^2)",
+            (quad, e, 8),
+            c * (e @ u) ** 2,
+            "keep the sign (no abs), do not normalise, and average the "
+            "gradient along the path at alpha = (i + 0.5) / steps (the midpoint "
+            "rule, not alpha = i / steps, and not the gradient at x alone)",
+        )
+    )
     W = torch.randn(3, 4, generator=g, dtype=torch.float64)
     e2 = 2 * torch.randn(3, 6, 3, generator=g, dtype=torch.float64)
     for steps in (1, 16):
-        cases.append(Case(f"tokens interact, {steps} steps", (_coupled(W), e2, steps),
-                          _ig_reference(_coupled(W), e2, steps),
-                          "midpoint rule: alpha = (i + 0.5) / steps"))  # fmt: skip
+        cases.append(
+            Case(
+                f"tokens interact, {steps} steps",
+                (_coupled(W), e2, steps),
+                _ig_reference(_coupled(W), e2, steps),
+                "midpoint rule: alpha = (i + 0.5) / steps",
+            )
+        )
     e3 = torch.randn(1, 1, 4, generator=g, dtype=torch.float64)
     one = _coupled(torch.randn(4, 2, generator=g, dtype=torch.float64))
-    cases.append(Case("one token", (one, e3, 4), _ig_reference(one, e3, 4),
-                      "a (1, 1, E) input gives a (1, 1) answer"))  # fmt: skip
+    cases.append(
+        Case(
+            "one token",
+            (one, e3, 4),
+            _ig_reference(one, e3, 4),
+            "a (1, 1, E) input gives a (1, 1) answer",
+        )
+    )
 
     def compare(got, expected):
         return close(got, expected, atol=1e-6, rtol=1e-5)
 
-    return run_check("integrated_gradients", fn, cases, compare=compare,
-                     forbid=FORBIDDEN["integrated_gradients"])  # fmt: skip
+    return run_check(
+        "integrated_gradients",
+        fn,
+        cases,
+        compare=compare,
+        forbid=FORBIDDEN["integrated_gradients"],
+    )
 
 
 # ------------------------------------------------------------------ uniform flip rate
@@ -134,8 +155,9 @@ def uniform_flip_rate(fn):
              _uniform_flip_reference(_linear, h_pad, w_pad, padded),
              "uniform over the real tokens only (mask True), not over all T"),
     ]  # fmt: skip
-    return run_check("uniform_flip_rate", fn, cases,
-                     forbid=FORBIDDEN["uniform_flip_rate"])  # fmt: skip
+    return run_check(
+        "uniform_flip_rate", fn, cases, forbid=FORBIDDEN["uniform_flip_rate"]
+    )
 
 
 # ------------------------------------------------------------------ comprehensiveness
@@ -170,5 +192,6 @@ def comprehensiveness(fn):
              torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64),
              "delete (the rest moves left), do not replace the token"),
     ]  # fmt: skip
-    return run_check("comprehensiveness", fn, cases,
-                     forbid=FORBIDDEN["comprehensiveness"])  # fmt: skip
+    return run_check(
+        "comprehensiveness", fn, cases, forbid=FORBIDDEN["comprehensiveness"]
+    )

@@ -45,12 +45,17 @@ def importance_twin(
     exs = []
     for i in indices:
         n = int(data.mask[i].sum())
-        exs.append({
-            "label": f"example {i}, label {int(data.labels[i])}",
-            "tokens": data.tokens(i),
-            "rationale": [int(r) for r in data.rationale[i, :n].tolist()],
-            "scores": {m: [round(float(v), 6) for v in s[i, :n].tolist()] for m, s in scores.items()},
-        })  # fmt: skip
+        exs.append(
+            {
+                "label": f"example {i}, label {int(data.labels[i])}",
+                "tokens": data.tokens(i),
+                "rationale": [int(r) for r in data.rationale[i, :n].tolist()],
+                "scores": {
+                    m: [round(float(v), 6) for v in s[i, :n].tolist()]
+                    for m, s in scores.items()
+                },
+            }
+        )
     measures = list(scores)
     readouts = [Readout("label", "showing")]
     for m in measures:
@@ -62,7 +67,12 @@ def importance_twin(
         "importance",
         title,
         controls=[
-            Select("example", "example", tuple((str(j), e["label"]) for j, e in enumerate(exs)), "0"),
+            Select(
+                "example",
+                "example",
+                tuple((str(j), e["label"]) for j, e in enumerate(exs)),
+                "0",
+            ),
             Range("k", "top k", 1, 4, 1, 2),
         ],
         readouts=readouts,
@@ -70,7 +80,7 @@ def importance_twin(
         note="The trained model cannot run in your browser: these scores were computed by "
         "it when this page was built. Rationale tokens are boxed; dots mark each "
         "measure's k top-ranked tokens.",
-    )  # fmt: skip
+    )
 
 
 def _importance_reference(settings: dict, data: dict) -> dict:
@@ -97,9 +107,15 @@ register_check(
 
 
 # ------------------------------------------------------------------ the adversary
-def adversary_twin(decode, h: torch.Tensor, weights: torch.Tensor, tokens,
-                   eps_steps=EPS_STEPS, steps: int = 200,
-                   title: str = "The adversary, ε by ε") -> Twin:  # fmt: skip
+def adversary_twin(
+    decode,
+    h: torch.Tensor,
+    weights: torch.Tensor,
+    tokens,
+    eps_steps=EPS_STEPS,
+    steps: int = 200,
+    title: str = "The adversary, ε by ε",
+) -> Twin:
     """``decode``, ``h``, ``weights``, ``tokens`` as for
     :func:`attnlab.widgets.explanation.adversary_view`; the adversary runs once per
     value of ``eps_steps`` (about a second each), here, in the notebook."""
@@ -112,11 +128,15 @@ def adversary_twin(decode, h: torch.Tensor, weights: torch.Tensor, tokens,
         out = adversary_view(
             decode, h, weights, tokens, eps=eps, steps=steps, show=False
         )
-        views.append({
-            "eps": eps,
-            "adversarial": [round(float(v), 6) for v in out["adversarial"].tolist()],
-            "dy": round(out["dy"], 6),
-        })  # fmt: skip
+        views.append(
+            {
+                "eps": eps,
+                "adversarial": [
+                    round(float(v), 6) for v in out["adversarial"].tolist()
+                ],
+                "dy": round(out["dy"], 6),
+            }
+        )
     p = float(out["p"])
     default = min(range(len(eps_steps)), key=lambda i: abs(eps_steps[i] - 0.01))
     return Twin(
@@ -139,7 +159,7 @@ def adversary_twin(decode, h: torch.Tensor, weights: torch.Tensor, tokens,
         f"model's (largest JSD) that moves its output p = {p:.3f} by at most ε; it "
         f"ran when this page was built, the JSD is computed here. Blue: the model's "
         f"attention; orange: the adversary's.",
-    )  # fmt: skip
+    )
 
 
 def _adversary_reference(settings: dict, data: dict) -> dict:

@@ -41,13 +41,26 @@ def _strip(ax, tokens, rows: dict, rationale=None, cmap="Blues"):
     ax.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right", fontsize=10)
     if rationale is not None:
         for j in np.flatnonzero(np.asarray(rationale)):
-            ax.add_patch(plt.Rectangle((j - 0.5, -0.5), 1, len(names), fill=False,
-                                       edgecolor="crimson", linewidth=2))  # fmt: skip
+            ax.add_patch(
+                plt.Rectangle(
+                    (j - 0.5, -0.5),
+                    1,
+                    len(names),
+                    fill=False,
+                    edgecolor="crimson",
+                    linewidth=2,
+                )
+            )
             ax.get_xticklabels()[j].set_color("crimson")
 
 
-def importance_panel(tokens: Sequence[str], scores: dict, rationale=None,
-                     title: str = "", show: bool = True) -> dict:  # fmt: skip
+def importance_panel(
+    tokens: Sequence[str],
+    scores: dict,
+    rationale=None,
+    title: str = "",
+    show: bool = True,
+) -> dict:
     """Draw ``scores`` ({measure name: (T,) non-negative scores}) over ``tokens``.
 
     Each row is scaled to its own maximum (only the ranking matters to the
@@ -102,9 +115,15 @@ def importance_widget(data, scores: dict, predictions=None):
     return w.interactive(view, index=slider)
 
 
-def adversary_view(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
-                   tokens: Sequence[str], eps: float = 0.01, steps: int = 200,
-                   show: bool = True) -> dict:  # fmt: skip
+def adversary_view(
+    decode: Callable,
+    h: torch.Tensor,
+    weights: torch.Tensor,
+    tokens: Sequence[str],
+    eps: float = 0.01,
+    steps: int = 200,
+    show: bool = True,
+) -> dict:
     """J&W's adversary (:func:`attnlab.explain.adversarial_attention`) on one example.
 
     ``h`` (T, ...) the encoded tokens, ``weights`` (T,) the model's attention,
@@ -119,8 +138,9 @@ def adversary_view(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
             f"and {tuple(h.shape)}"
         )
     mask = torch.ones(1, T, dtype=torch.bool)
-    adv, div, dy = adversarial_attention(decode, h[None], weights[None], mask, eps=eps,
-                                         k=4, steps=steps)  # fmt: skip
+    adv, div, dy = adversarial_attention(
+        decode, h[None], weights[None], mask, eps=eps, k=4, steps=steps
+    )
     with torch.no_grad():
         p = float(torch.sigmoid(decode(h[None], weights[None]))[0])
     out = {"jsd": float(div[0]), "dy": float(dy[0]), "p": p, "adversarial": adv[0]}
@@ -138,14 +158,18 @@ def adversary_view(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
         )
         ax.legend(fontsize=10)
         fig.tight_layout()
-        show_fig(fig, alt=f"The model's attention and an adversary's over {T} tokens: "
-                 f"JSD {out['jsd']:.3f} apart, output moved by {out['dy']:.4f} "
-                 f"(eps {eps:g}).")  # fmt: skip
+        show_fig(
+            fig,
+            alt=f"The model's attention and an adversary's over {T} tokens: "
+            f"JSD {out['jsd']:.3f} apart, output moved by {out['dy']:.4f} "
+            f"(eps {eps:g}).",
+        )
     return out
 
 
-def adversary_widget(decode: Callable, h: torch.Tensor, weights: torch.Tensor,
-                     tokens: Sequence[str]):  # fmt: skip
+def adversary_widget(
+    decode: Callable, h: torch.Tensor, weights: torch.Tensor, tokens: Sequence[str]
+):
     """An eps slider for :func:`adversary_view` (about a second a step)."""
     import ipywidgets as w
 

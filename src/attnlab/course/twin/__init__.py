@@ -55,12 +55,10 @@ __all__ = [
     "register_check",
     "import_all_twins",
     "js_source",
-    "js_scripts",
 ]
 
-JS_DIR = Path(
-    __file__
-).parent  # core.js; a twin's own script sits in its chapter folder
+# core.js is here; a twin's own script sits in its chapter's folder (js_scripts)
+JS_DIR = Path(__file__).parent
 _ids = itertools.count()
 # JupyterLab binds the arrow keys to cell navigation in command mode; Lumino skips its
 # shortcuts for a key pressed in an element carrying this attribute, so a focused
