@@ -64,8 +64,9 @@ def _name(gen: torch.Generator, held_out: bool) -> str:
     first = "mnopqrstuvwxyz" if held_out else "abcdefghijkl"
     n = 3 + int(torch.randint(0, 3, (1,), generator=gen))
     letters = [first[int(torch.randint(0, len(first), (1,), generator=gen))]]
-    letters += [CHARS[2 + int(torch.randint(0, 26, (1,), generator=gen))]
-                for _ in range(n - 1)]  # fmt: skip
+    letters += [
+        CHARS[2 + int(torch.randint(0, 26, (1,), generator=gen))] for _ in range(n - 1)
+    ]
     return "".join(letters)
 
 
@@ -101,10 +102,20 @@ def stream(gen: torch.Generator, length: int, held_out: bool) -> torch.Tensor:
 def model(seed: int) -> attnlab.TransformerLM:
     torch.manual_seed(seed)
     cfg = attnlab.TransformerConfig(
-        tgt_vocab=VOCAB, d_model=64, n_heads=4, d_ff=256, n_decoder_layers=2,
-        dropout=0.0, norm_first=True, activation="gelu", positional="none",
-        max_len=EVAL_LEN, pad_id=PAD, bos_id=BOS, scale_embeddings=False,
-    )  # fmt: skip
+        tgt_vocab=VOCAB,
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        n_decoder_layers=2,
+        dropout=0.0,
+        norm_first=True,
+        activation="gelu",
+        positional="none",
+        max_len=EVAL_LEN,
+        pad_id=PAD,
+        bos_id=BOS,
+        scale_embeddings=False,
+    )
     return attnlab.TransformerLM(cfg)
 
 
@@ -220,14 +231,24 @@ def main(argv=None) -> None:
             flush=True,
         )
     meta = dict(
-        train_len=TRAIN_LEN, eval_len=EVAL_LEN, window=WINDOW, n_sink=N_SINK,
-        steps=STEPS, batch=BATCH, lr=LR, seeds=list(SEEDS), n_eval=N_EVAL,
-        vocab=VOCAB, late_from=2 * WINDOW,
+        train_len=TRAIN_LEN,
+        eval_len=EVAL_LEN,
+        window=WINDOW,
+        n_sink=N_SINK,
+        steps=STEPS,
+        batch=BATCH,
+        lr=LR,
+        seeds=list(SEEDS),
+        n_eval=N_EVAL,
+        vocab=VOCAB,
+        late_from=2 * WINDOW,
         model="TransformerLM: 2 layers, D=64, 4 heads, FFN 256, pre-LN, GELU, "
         "no dropout, no position encoding",
-        torch=torch.__version__, python=platform.python_version(), threads=1,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        threads=1,
         cpu_s=round(sum(r["cpu_s"] for r in runs), 1),
-    )  # fmt: skip
+    )
     OUT.write_text(json.dumps({"meta": meta, "runs": runs}, indent=0) + "\n")
     print("wrote", OUT)
 

@@ -43,9 +43,10 @@ def _reference(settings: dict, data: dict) -> dict:
     return {
         "raises": slides is None,
         "rows": 0 if slides is None else len(slides[0]),
-        "seen": "raises" if slides is None
+        "seen": "raises"
+        if slides is None
         else " | ".join(",".join(str(i) for i in ps) for ps in slides),
-    }  # fmt: skip
+    }
 
 
 register_check(
