@@ -101,4 +101,5 @@ def test_entmax_own_tests_pass_against_attnlab(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert probe.stdout.strip() == "attnlab.mappings", probe.stdout + probe.stderr
+    module = probe.stdout.strip()  # attnlab.mappings is a package: any of its modules
+    assert module.split(".")[:2] == ["attnlab", "mappings"], probe.stdout + probe.stderr
