@@ -52,6 +52,11 @@ def random_projection(
     return w * norms  # (m, d)
 
 
+def _exponents(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x W^T - |x|^2 / 2``: the features' exponents, ``(..., n, d) -> (..., n, m)``."""
+    return x @ w.T.to(x.dtype) - (x * x).sum(-1, keepdim=True) / 2
+
+
 def positive_random_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``phi(x) = exp(x W^T - |x|^2 / 2) / sqrt(m)``: ``x (..., n, d)``, ``W (m, d)`` ->
     ``(..., n, m)``, all positive. Computed with the row's max subtracted inside the
@@ -63,8 +68,7 @@ def positive_random_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
             f"positive_random_features: x (..., n, d) and W (m, d) must share d, got "
             f"{tuple(x.shape)} and {tuple(w.shape)}"
         )
-    z = x @ w.T.to(x.dtype) - (x * x).sum(-1, keepdim=True) / 2  # (..., n, m)
-    return torch.exp(z) / math.sqrt(w.shape[0])
+    return torch.exp(_exponents(x, w)) / math.sqrt(w.shape[0])  # (..., n, m)
 
 
 def random_feature_attention(
@@ -95,8 +99,7 @@ def random_feature_attention(
         )
     d = q.shape[-1]
     q, k = q * d**-0.25, k * d**-0.25  # q . k / sqrt(d) split between the two
-    wq = q @ w.T.to(q.dtype) - (q * q).sum(-1, keepdim=True) / 2  # (..., T, m)
-    wk = k @ w.T.to(k.dtype) - (k * k).sum(-1, keepdim=True) / 2  # (..., S, m)
+    wq, wk = _exponents(q, w), _exponents(k, w)  # (..., T, m), (..., S, m)
     phi_q = torch.exp(wq - wq.amax(-1, keepdim=True))  # (..., T, m), factors cancel
     phi_k = torch.exp(wk - wk.amax((-2, -1), keepdim=True))  # (..., S, m)
     kv = phi_k.transpose(-2, -1) @ v  # (..., m, dv)
