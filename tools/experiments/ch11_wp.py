@@ -23,6 +23,7 @@ import torch
 
 from attnlab.classifiers import accuracy_f1, predict_proba
 from attnlab.data import rationale_task
+from attnlab.devices import run_meta
 from attnlab.explain import (
     deceptive_loss,
     diagnostic_mlp,
@@ -93,7 +94,11 @@ def main():
     t0 = time.perf_counter()
     train = rationale_task("focus", "train", n=2000, seed=0)
     test = rationale_task("focus", "test", n=300, seed=0)
-    out = {"meta": {"script": "tools/experiments/ch11_wp.py"}, "wp": {}, "deceived": {}}
+    out = {
+        "meta": {"script": "tools/experiments/ch11_wp.py", **run_meta()},
+        "wp": {},
+        "deceived": {},
+    }
     out["diag_uniform"] = diagnostic_mlp(
         train, test, uniform_weights(train), uniform_weights(test)
     )[0]
