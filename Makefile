@@ -253,7 +253,9 @@ py310:
 	@start=$$(date +%s); \
 	[ -x _build/py310/bin/python ] || $(PY310) -m venv _build/py310; \
 	pip="_build/py310/bin/python -m pip install -q --disable-pip-version-check"; \
-	PIP_CONSTRAINT=/dev/null $$pip "torch==$(TORCH_NEXT)"; \
+	bash tools/install_torch.sh _build/py310/bin/python 2>/dev/null \
+	  || { echo "py310: no CPU wheel of torch for this Python here; PyPI's build instead"; \
+	       $$pip "torch==$$(sed -n 's/^torch==//p' requirements.txt)"; }; \
 	$$pip -e ".[test,pretrained]" pytest hypothesis; \
 	$$pip --no-deps -r requirements-nodeps.txt; \
 	_build/py310/bin/python -m pytest -p no:cacheprovider -q -m "not slow" \
