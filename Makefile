@@ -182,7 +182,7 @@ workflow: $(STAMP)
 # The student edition in a Colab stand-in (tools/colab_standin.py): a venv with Colab's
 # package versions, google.colab imported at kernel start, attnlab installed by the
 # setup cell from this checkout (git+file://, its last commit). `make test` runs
-# chapters 1 and 10; `make colab-check` runs them all.
+# chapters 1, 10 and 11; `make colab-check` runs them all.
 colab: $(STAMP)
 	@$(PY) tools/colab_standin.py --chapters $(subst $(eval) ,$(comma),$(COLAB_CHAPTERS))
 
