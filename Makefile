@@ -34,7 +34,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 .PHONY: help venv book test check lint unit unit-quick notebooks stripped student \
         student-check browser browser-only vendor bench clean editions colab colab-check \
         workflow preflight portability portability-scalar portability-next torch-next \
-        py310
+        py310 student-verify
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
@@ -112,9 +112,12 @@ editions: $(STAMP)
 # Two stages side by side on two cores: each runs torch on one thread. With two threads
 # each, torch's OpenMP workers spin-wait for a core the other stage holds, and a notebook
 # of tiny training steps was seen to take 13 CPU s in one run and 73 in the next.
-# In this order the two lanes come out about even: the site build then the unit tests,
-# the student edition then the Colab stand-in.
-TEST_STAGES := lint stripped workflow book student-check colab unit
+# In this order the two lanes come out about even: the site build, then the unit tests
+# beside lint, the student edition's static check and the Colab stand-in.
+# Executing every chapter's student edition is a job of its own (make student-check and
+# make colab-check, the workflow's `editions` job): make test executes each master once
+# (the site build) and the student editions of COLAB_CHAPTERS (the Colab stand-in).
+TEST_STAGES := lint stripped workflow book student-verify colab unit
 # Each stage's output in one piece (GNU make >= 4; macOS's make 3.81 interleaves).
 comma := ,
 SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
@@ -139,8 +142,10 @@ lint: $(STAMP)
 	@start=$$(date +%s); $(PY) -m mypy; \
 	echo "mypy (the library, [tool.mypy] in pyproject.toml): $$(( $$(date +%s) - start )) s"
 
+# The re-runs of committed experiments (@pytest.mark.experiment) compare conclusions
+# across machines: make portability runs them, under other kernels and another torch.
 unit: $(STAMP)
-	@start=$$(date +%s); $(PYTEST) -q tests; \
+	@start=$$(date +%s); $(PYTEST) -q -m "not experiment" tests; \
 	echo "unit tests: $$(( $$(date +%s) - start )) s"
 
 unit-quick: $(STAMP)
@@ -172,6 +177,11 @@ student-check: student
 	    $(patsubst chapters/%,_build/student/%,$(NOTEBOOKS))); \
 	echo "student edition: $$(( $$(date +%s) - start )) s"
 
+# No solution left and no MyST markup in any chapter's student edition (seconds): the
+# static half of student-check, in make test.
+student-verify: student
+	@$(PY) tools/student.py --verify _build/student
+
 browser: book browser-only
 
 # The GitHub workflow (.github/workflows/) against the GitHub-workflow JSON schema that
@@ -196,14 +206,14 @@ colab-check: $(STAMP)
 #   scalar  every master notebook under PyTorch's scalar kernels
 #           (ATEN_CPU_CAPABILITY=default: other rounding, the nearest thing to another
 #           CPU on this one), CPU budget 180 s a chapter there (90 s under the native
-#           kernels, in make test), then the slow experiment tests under the same kernels;
+#           kernels, in make test), then the re-runs of committed experiments
+#           (@pytest.mark.experiment) under the same kernels;
 #   next    every master notebook under the newest PyTorch, in its own environment
 #           under _build/torch-next (TORCH_NEXT; on Linux x86-64 PyPI's wheel is the
-#           CUDA build, several GB, downloaded once and cached by pip).
+#           CUDA build, several GB, downloaded once and cached by pip), and the
+#           experiment re-runs there too.
 TORCH_NEXT ?= 2.15.0
 NEXT := _build/torch-next
-SLOW_EXPERIMENT_TESTS := tests/test_results.py tests/test_explain_results.py \
-  tests/test_ch09_recall.py tests/test_ch09_sinks.py
 portability: $(STAMP)
 	@start=$$(date +%s); \
 	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 $(SYNC) portability-scalar \
@@ -214,7 +224,7 @@ portability-scalar: $(STAMP)
 	@start=$$(date +%s); \
 	ATEN_CPU_CAPABILITY=default ATTNLAB_NB_BUDGET=180 $(PYTEST) -q --nbval \
 	  --nbval-current-env -p tools.nbbudget $(NOTEBOOKS); \
-	ATEN_CPU_CAPABILITY=default $(PYTEST) -q -m slow $(SLOW_EXPERIMENT_TESTS); \
+	ATEN_CPU_CAPABILITY=default $(PYTEST) -q -m experiment tests; \
 	echo "scalar kernels: $$(( $$(date +%s) - start )) s"
 
 portability-next: torch-next
@@ -222,6 +232,7 @@ portability-next: torch-next
 	$(NEXT)/bin/python -c 'import torch; print("second torch:", torch.__version__)'; \
 	$(NEXT)/bin/python -m pytest -p no:cacheprovider -q --nbval --nbval-current-env \
 	  -p tools.nbbudget $(NOTEBOOKS); \
+	$(NEXT)/bin/python -m pytest -p no:cacheprovider -q -m experiment tests; \
 	echo "torch $(TORCH_NEXT): $$(( $$(date +%s) - start )) s"
 
 torch-next: $(NEXT)/.installed

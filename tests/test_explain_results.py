@@ -59,6 +59,7 @@ def test_minilm_attribution_results_cover_every_sentence():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_minilm_attribution_json_reproduces_one_sentence():
     """One sentence re-measured: no training, only a pretrained model's forward passes
     and Spearman correlations over a sentence's tokens. Another CPU or torch rounds the
@@ -79,6 +80,7 @@ def test_minilm_attribution_json_reproduces_one_sentence():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_ch11_seed_json_reproduces_one_point():
     """Seed 1 of the focus task, re-trained with the script's code: the conclusion the
     page draws from the file's seeds holds for it (trained attention beats uniform
@@ -117,6 +119,7 @@ def test_ch11_wp_results_cover_every_seed():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_ch11_wp_json_reproduces_one_seed():
     """Seed 2 of W&P's trained adversary and of the deceived model, re-run from the
     script: the conclusions chapter 11 draws from the file hold for the re-run, with the

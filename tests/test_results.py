@@ -40,6 +40,7 @@ def test_warmup_results_cover_every_setting_and_seed():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_warmup_results_reproduce_from_the_script():
     """One of the 24 runs, re-run with the script's own code, matches its row.
 

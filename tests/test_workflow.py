@@ -52,6 +52,8 @@ def test_workflow_runs_the_portability_and_python_floor_jobs():
         return [s.get("run", "") for s in jobs[job]["steps"]]
 
     assert any(r.startswith("make portability") for r in runs("portability"))
+    assert any(r.startswith("make student-check") for r in runs("editions"))
+    assert any(r.startswith("make colab-check") for r in runs("editions"))
     floor = jobs["python-floor"]
     (setup,) = [s for s in floor["steps"] if "setup-python" in s.get("uses", "")]
     assert setup["with"]["python-version"] == "3.10"
