@@ -33,6 +33,7 @@ __all__ = [
     "KINDS",
     "check_calls",
     "cell_source",
+    "chapter_label",
     "chapter_number",
     "find_exercises",
     "is_check_cell",
@@ -48,7 +49,7 @@ SOLUTION_TAG = "solution"
 _BOX = re.compile(r"^(`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]*(.*)$", re.M)
 _OPTION = re.compile(r"^:(\w+):[ \t]*(.*)$")
 _CHECK_CALL = re.compile(r"\battnlab\.check\.([A-Za-z_][\w.]*)\s*\(")
-_TITLE = re.compile(r"^#\s+(\d+)\.\s", re.M)
+_TITLE = re.compile(r"^#\s+(\d+)([a-z]?)\.\s", re.M)
 
 KINDS = {
     "implement": "implement",
@@ -84,12 +85,19 @@ def is_check_cell(cell) -> bool:
 
 
 def chapter_number(nb) -> int | None:
-    """The number in the chapter's title cell (``# 2. The attention recipe``)."""
+    """The number in the chapter's title cell (``# 2. The attention recipe``; both
+    halves of a chapter in two, ``# 7a. ...`` and ``# 7b. ...``, give 7)."""
+    label = chapter_label(nb)
+    return int(label.rstrip("abcdefghijklmnopqrstuvwxyz")) if label else None
+
+
+def chapter_label(nb) -> str | None:
+    """The number in the chapter's title cell with its letter, if any: "2", "7a"."""
     for cell in nb["cells"][:4]:
         if cell.get("cell_type") == "markdown":
             m = _TITLE.search(cell_source(cell))
             if m:
-                return int(m.group(1))
+                return m.group(1) + m.group(2)
     return None
 
 
@@ -99,7 +107,7 @@ class Exercise:
 
     label: str  # the sphinx-exercise label, e.g. "ex-recipe-additive"
     title: str  # the box's title
-    number: str  # "2.1": chapter number and position in the chapter
+    number: str  # "2.1" or "7a.1": chapter number and position in the chapter
     box_cell: int  # the markdown cell holding the box
     text: str  # the box's body (the task as the student reads it)
     classes: list[str] = field(default_factory=list)  # the box's :class: option
@@ -159,7 +167,7 @@ def find_exercises(nb) -> list[Exercise]:
     A cell belongs to the last exercise box above it (or to the exercise its
     ``attnlab.exercise`` metadata names); cells above the first box belong to none.
     """
-    chapter = chapter_number(nb)
+    chapter = chapter_label(nb)
     exercises: list[Exercise] = []
     by_label: dict[str, Exercise] = {}
     current: Exercise | None = None
