@@ -224,25 +224,38 @@ def kinds(ex: Exercise) -> tuple[list[str], bool]:
     return found or ["implement"], True
 
 
+# The rule of thumb for exercises whose author declared no time (shown on the
+# instructors' page, which a test keeps in step with these numbers).
+WORDS_PER_MINUTE = 200  # reading the task
+KIND_MINUTES = {"implement": 10, "predict": 15, "transfer": 20, "written": 15}
+RUN_MINUTES = 1  # running the solution and the check
+TRAIN_MINUTES = 5  # more when the solution trains a model
+_TRAINS = re.compile(r"\bfit\(|\.backward\(|\.step\(\)")
+
+
 def minutes(ex: Exercise, nb) -> tuple[int, bool]:
     """A time estimate in minutes and whether it was estimated (not the author's).
 
-    Declared with ``:class: minutes-N``. Otherwise: 5 minutes to read the task, 2 per
-    line of solution code (blank lines, comments and the master's own ``assert`` lines
-    not counted), 10 more to write a prediction first, rounded up to 5 minutes. A rule
-    of thumb, shown as such.
+    Declared with ``:class: minutes-N``. Otherwise the rule of thumb of the instructors'
+    page: the task's words at :data:`WORDS_PER_MINUTE`, plus the minutes of its kind
+    (:data:`KIND_MINUTES`, the largest if it has several; ``written`` when it has no
+    code), plus :data:`RUN_MINUTES` to run it, or :data:`TRAIN_MINUTES` when the
+    solution trains a model; rounded up to 5 minutes.
     """
     for c in ex.classes:
         if c.startswith("minutes-") and c[8:].isdigit():
             return int(c[8:]), False
-    lines = 0
-    for i in ex.solution_cells:
-        cell = nb["cells"][i]
-        if cell.get("cell_type") == "code":
-            lines += sum(
-                1
-                for line in cell_source(cell).splitlines()
-                if line.strip() and not line.strip().startswith(("#", "assert"))
-            )
-    estimate = 5 + 2 * lines + (10 if "predict" in kinds(ex)[0] else 0)
+    code = [
+        cell_source(nb["cells"][i])
+        for i in ex.solution_cells + ex.work_cells
+        if nb["cells"][i].get("cell_type") == "code"
+    ]
+    words = len(f"{ex.title} {ex.text}".split())
+    kind = (
+        max(KIND_MINUTES[k] for k in kinds(ex)[0]) if code else KIND_MINUTES["written"]
+    )
+    run = TRAIN_MINUTES if any(_TRAINS.search(c) for c in code) else RUN_MINUTES
+    if not code:
+        run = 0
+    estimate = words / WORDS_PER_MINUTE + kind + run
     return int(5 * math.ceil(estimate / 5)), True
