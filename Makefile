@@ -154,7 +154,7 @@ unit-quick: $(STAMP)
 # Every master notebook under nbval, one at a time; the budget plugin prints each
 # notebook's time and fails any over ATTNLAB_NB_BUDGET seconds (default 90). Not part
 # of `make test` (the site build executes the same notebooks); for working on one:
-#   make notebooks NOTEBOOKS=chapters/07_transformer.ipynb
+#   make notebooks NOTEBOOKS=chapters/07a_transformer.ipynb
 notebooks: $(STAMP)
 	$(PYTEST) -q --nbval --nbval-current-env -p tools.nbbudget $(NOTEBOOKS)
 
