@@ -141,3 +141,18 @@ def test_ch11_wp_json_reproduces_one_seed():
     assert got["mass"] < 0.25 and got["accuracy"] > 0.8, got
     assert got["LOO"] > 0.5 > got["attention"], got
     assert sum(got["by_offset"][3:5]) < 0.25, got["by_offset"]
+
+
+def test_ch11_roar_leak_results_cover_every_ranking_and_seed():
+    res = _load("ch11_roar_leak.json")
+    seeds = res["meta"]["seeds"]
+    assert len(seeds) >= 3 and res["meta"]["k"] == 2
+    ranks = {"attention", "gradient", "LOO", "random", "truth"}
+    for s in seeds:
+        for key in ("roar", "leak", "road"):
+            assert set(res[key][str(s)]) == ranks
+        for row in res["roar"][str(s)].values():
+            assert 0 <= row["acc"] <= 1 and 0 <= row["share_both_gone"] <= 1
+        # the rationale's own removal always takes both tokens: no pattern to read
+        assert res["roar"][str(s)]["truth"]["share_both_gone"] == 1.0
+        assert abs(res["leak"][str(s)]["truth"] - 0.5) < 0.05
