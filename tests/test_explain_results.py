@@ -156,3 +156,18 @@ def test_ch11_roar_leak_results_cover_every_ranking_and_seed():
         # the rationale's own removal always takes both tokens: no pattern to read
         assert res["roar"][str(s)]["truth"]["share_both_gone"] == 1.0
         assert abs(res["leak"][str(s)]["truth"] - 0.5) < 0.05
+
+
+def test_ch11_wp_sweep_results_cover_every_lambda_and_seed():
+    res = _load("ch11_wp_sweep.json")
+    seeds, lams = res["meta"]["seeds"], res["meta"]["lams"]
+    assert len(seeds) >= 3 and len(lams) >= 4 and 0.0 in lams and 0.001 in lams
+    keys = {"acc", "tvd", "jsd", "recall", "diag_base", "diag_adv"}
+    for lam in lams:
+        for s in seeds:
+            row = res["sweep"][f"{lam}/{s}"]
+            assert set(row) == keys
+            assert 0 <= row["jsd"] <= 0.6932 and 0 <= row["tvd"] <= 1
+    assert set(res["base"]) == {str(s) for s in seeds}
+    assert len(res["seed_jsd"]) == len(seeds) * (len(seeds) - 1) // 2  # every pair
+    assert 0 < res["diag_uniform"] < 1
