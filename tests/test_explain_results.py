@@ -171,3 +171,19 @@ def test_ch11_wp_sweep_results_cover_every_lambda_and_seed():
     assert set(res["base"]) == {str(s) for s in seeds}
     assert len(res["seed_jsd"]) == len(seeds) * (len(seeds) - 1) // 2  # every pair
     assert 0 < res["diag_uniform"] < 1
+
+
+def test_ch11_faithfulness_results_cover_every_sentence_and_reading():
+    res = _load("ch11_faithfulness.json")
+    readings, ks = res["meta"]["readings"], res["meta"]["ks"]
+    assert len(res["sentences"]) == len(res["rows"]) >= 20
+    for row in res["rows"]:
+        assert set(row["eraser"]) == set(readings)
+        for scores in row["eraser"].values():
+            assert (
+                len(scores["comprehensiveness"])
+                == len(scores["sufficiency"])
+                == len(ks)
+            )
+        assert set(row["randomised"]) == (set(readings) - {"random"}) | {"deletion"}
+        assert all(-1 <= v <= 1 for v in row["randomised"].values())
