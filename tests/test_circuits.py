@@ -13,6 +13,7 @@ from attnlab.circuits import (
     pattern_mask,
     phase_change_step,
     repeated_tokens,
+    split_of,
     train_induction,
 )
 
@@ -61,6 +62,17 @@ def test_repeated_tokens():
     for row, k in zip(ids, n.tolist()):
         assert row[1 : 1 + k].tolist() == row[1 + k : 1 + 2 * k].tolist()
         assert int(row[1:].min()) >= 1 and int(row.max()) < 20
+    g = torch.Generator().manual_seed(3)
+    tr, n_tr = repeated_tokens(300, 8, 20, g, split="train")
+    te, n_te = repeated_tokens(40, 8, 20, g, split="test")
+    assert tr.shape == (300, 17) and te.shape == (40, 17)
+    assert set(split_of(tr, n_tr)) == {"train"} and set(split_of(te, n_te)) == {"test"}
+    firsts = {tuple(r[1 : 1 + k].tolist()) for r, k in zip(tr, n_tr.tolist())}
+    assert not firsts & {
+        tuple(r[1 : 1 + k].tolist()) for r, k in zip(te, n_te.tolist())
+    }
+    with pytest.raises(ValueError, match="split"):
+        repeated_tokens(2, 8, 20, split="valid")
     with pytest.raises(ValueError, match="min_half"):
         repeated_tokens(2, 8, 20, min_half=9)
     with pytest.raises(TypeError, match="half"):

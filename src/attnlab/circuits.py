@@ -31,6 +31,7 @@ __all__ = [
     "InductionConfig",
     "AttentionOnly",
     "repeated_tokens",
+    "split_of",
     "copy_masks",
     "copy_losses",
     "pattern_mask",
@@ -133,6 +134,7 @@ def repeated_tokens(
     vocab_size: int,
     generator: torch.Generator | None = None,
     min_half: int | None = None,
+    split: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sequences of random tokens repeated twice, each with its own copy length.
 
@@ -141,6 +143,11 @@ def repeated_tokens(
     random filler up to the common length. ``n_b`` is drawn from ``min_half .. half``
     (default ``half // 2``): since the distance between the two copies changes from row
     to row, a head cannot find the earlier copy by position alone.
+
+    ``split="train"`` or ``"test"`` keeps only sequences of that split (drawing again
+    until there are enough): a sequence is a test sequence when a fixed hash of its
+    first copy, :func:`split_of`, is 0 (one in seven), so no test sequence can appear
+    in training, by construction.
     """
     for v, name in ((n_seqs, "n_seqs"), (half, "half"), (vocab_size, "vocab_size")):
         if isinstance(v, bool) or not isinstance(v, int):
@@ -151,6 +158,16 @@ def repeated_tokens(
             f"need n_seqs >= 1, 2 <= min_half <= half, vocab_size >= 3; got n_seqs="
             f"{n_seqs}, half={half}, min_half={lo}, vocab_size={vocab_size}"
         )
+    if split not in (None, "train", "test"):
+        raise ValueError(f"split must be None, 'train' or 'test', got {split!r}")
+    if split is not None:
+        ids, n = repeated_tokens(2 * n_seqs + 64, half, vocab_size, generator, lo)
+        keep = [i for i, v in enumerate(split_of(ids, n)) if v == split]
+        while len(keep) < n_seqs:  # (a shortfall is rare; draw another batch)
+            more = repeated_tokens(2 * n_seqs + 64, half, vocab_size, generator, lo)
+            ids, n = torch.cat([ids, more[0]]), torch.cat([n, more[1]])
+            keep = [i for i, v in enumerate(split_of(ids, n)) if v == split]
+        return ids[keep[:n_seqs]], n[keep[:n_seqs]]  # (n_seqs, T), (n_seqs,)
     T = 1 + 2 * half
     n = torch.randint(lo, half + 1, (n_seqs,), generator=generator)  # (B,)
     ids = torch.randint(1, vocab_size, (n_seqs, T), generator=generator)  # (B, T)
@@ -160,6 +177,16 @@ def repeated_tokens(
     src = (pos - n[:, None]).clamp(min=0)  # (B, T): the same token in the first copy
     ids = torch.where(second, ids.gather(1, src), ids)
     return ids, n
+
+
+def split_of(ids: torch.Tensor, n: torch.Tensor) -> list[str]:
+    """``"test"`` or ``"train"`` per row: a fixed hash of the first copy (its tokens
+    and length), ``sum_t (t + 1) * r_t * 31 + n`` modulo 7, is 0 for test sequences."""
+    T = ids.shape[1]
+    pos = torch.arange(1, T)[None]  # (1, T - 1)
+    first = torch.where(pos <= n[:, None], ids[:, 1:], 0)  # (B, T - 1): the first copy
+    h = ((first * pos).sum(1) * 31 + n) % 7  # (B,)
+    return ["test" if int(v) == 0 else "train" for v in h]
 
 
 def copy_masks(n: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -267,8 +294,9 @@ def train_induction(cfg: InductionConfig, seed: int = 0):
 
     Returns ``(model, history)``; ``history`` holds, every ``cfg.eval_every`` steps
     (and at step 0), the held-out losses on each copy and the (L, H) previous-token
-    and induction scores. Training batches come from generator ``seed``; the held-out
-    sequences from generator ``10_000 + seed``.
+    and induction scores. Training batches come from generator ``seed`` and the
+    training split, the held-out sequences from generator ``10_000 + seed`` and the
+    test split (:func:`repeated_tokens`).
     """
     torch.manual_seed(seed)
     model = AttentionOnly(cfg)
@@ -292,7 +320,7 @@ def train_induction(cfg: InductionConfig, seed: int = 0):
             model.train()
         if step == cfg.steps:
             break
-        ids, _ = repeated_tokens(cfg.batch, cfg.half, cfg.vocab_size, g)  # (B, T)
+        ids, _ = repeated_tokens(cfg.batch, cfg.half, cfg.vocab_size, g, split="train")
         logits = model(ids)  # (B, T, V)
         loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
         opt.zero_grad()
