@@ -19,8 +19,10 @@ comparison over seeds. One thing changes at a time:
   the second copy's loss falls below half the first copy's
   (:func:`attnlab.circuits.phase_change_step`);
 * after training, on 512 held-out sequences: the loss on each copy with each head
-  zero-ablated in turn (:func:`attnlab.explain.ablate_heads`), and with the top
-  induction head (layer 1) and the top previous-token head (layer 0) mean-ablated.
+  zero-ablated in turn (:func:`attnlab.explain.ablate_heads`), and, zero- and
+  mean-ablated: the top induction head (last layer), the top previous-token head
+  (layer 0), every head of those layers scoring at least half the top one's score,
+  and each whole layer.
 """
 
 from __future__ import annotations
@@ -72,17 +74,35 @@ def ablations(model, cfg: InductionConfig, seed: int, hist: dict) -> dict:
                 zero[layer][h] = copy_losses(model(ids), ids, n)
     ind = torch.tensor(hist["induction"][-1])  # (L, H)
     prev = torch.tensor(hist["previous"][-1])
-    top_ind = (cfg.n_layers - 1, int(ind[-1].argmax()))
+    last = cfg.n_layers - 1
+    top_ind = (last, int(ind[last].argmax()))
     top_prev = (0, int(prev[0].argmax()))
+    # every head of the layer scoring at least half the best one's score
+    ind_heads = [
+        (last, h) for h in range(cfg.n_heads) if ind[last, h] >= ind[last].max() / 2
+    ]
+    prev_heads = [(0, h) for h in range(cfg.n_heads) if prev[0, h] >= prev[0].max() / 2]
     out = {
         "base": base,
         "zero": zero,
         "top_induction": top_ind,
         "top_previous": top_prev,
+        "induction_heads": ind_heads,
+        "previous_heads": prev_heads,
     }
-    for name, head in (("induction", top_ind), ("previous", top_prev)):
-        with ablate_heads(mhas, [head], mode="mean", means=means):
-            out[f"mean_{name}"] = copy_losses(model(ids), ids, n)
+    groups = {
+        "induction": [top_ind],
+        "previous": [top_prev],
+        "induction_heads": ind_heads,
+        "previous_heads": prev_heads,
+        "layer0": [(0, h) for h in range(cfg.n_heads)],
+        "last_layer": [(last, h) for h in range(cfg.n_heads)],
+    }
+    for name, heads in groups.items():
+        for mode in ("zero", "mean"):
+            kw = {"means": means} if mode == "mean" else {}
+            with ablate_heads(mhas, heads, mode=mode, **kw):
+                out[f"{mode}_{name}"] = copy_losses(model(ids), ids, n)
     return out
 
 
