@@ -12,7 +12,7 @@ comparison over seeds. One thing changes at a time:
   generators ``10_000 + seed`` (history) and ``20_000 + seed`` (ablations).
 * models (:class:`attnlab.circuits.AttentionOnly`): D = 64, 4 heads, pre-LN, no MLP;
   **2 layers** against the **1-layer control**, everything else equal (same seed, same
-  batches, same schedule: AdamW lr 1e-3, 1500 steps of 32 sequences).
+  batches, same schedule: AdamW lr 1e-3, 1200 steps of 32 sequences).
 * measured every 50 steps on 128 held-out sequences: the loss on the first copy and on
   the second (its tokens 2..n), the (L, H) previous-token and induction scores
   (:func:`attnlab.circuits.head_scores`); the phase change is the first step at which
