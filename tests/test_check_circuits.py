@@ -86,6 +86,63 @@ def test_ablation_effect(check_separates):
     )
 
 
+# ------------------------------------------------------------------ patched loss
+def _run_patched(model, clean, corrupt, n, head, slot=None, whole=False):
+    layer, h = head
+    attn = model.blocks[layer].attn
+    Dh = attn.d_head
+    cols = slice(None) if whole else slice(slot * Dh, (slot + 1) * Dh)
+    saved = {}
+
+    def grab(_mod, args):
+        saved["x"] = args[0].detach().clone()
+
+    def put(_mod, args):
+        x = args[0].clone()
+        x[..., cols] = saved["x"][..., cols]
+        return (x,)
+
+    with torch.no_grad():
+        hook = attn.w_o.register_forward_pre_hook(grab)
+        model(clean)
+        hook.remove()
+        hook = attn.w_o.register_forward_pre_hook(put)
+        try:
+            return copy_losses(model(corrupt), corrupt, n)[1]
+        finally:
+            hook.remove()
+
+
+def patch_good(model, clean, corrupt, n, head):
+    return _run_patched(model, clean, corrupt, n, head, slot=head[1])
+
+
+def patch_next_head(model, clean, corrupt, n, head):  # off by one head
+    return _run_patched(model, clean, corrupt, n, head, slot=(head[1] + 1) % 4)
+
+
+def patch_whole_layer(model, clean, corrupt, n, head):  # every head of the layer
+    return _run_patched(model, clean, corrupt, n, head, whole=True)
+
+
+def patch_library(model, clean, corrupt, n, head):
+    from attnlab.explain import attention_modules, cache_heads, patch_heads
+
+    mhas = attention_modules(model)
+    with torch.no_grad(), cache_heads(mhas) as cache:
+        model(clean)
+    with torch.no_grad(), patch_heads(mhas, cache, [head]):
+        return copy_losses(model(corrupt), corrupt, n)[1]
+
+
+def test_patched_loss(check_separates):
+    check_separates(
+        attnlab.check.patched_loss,
+        patch_good,
+        [patch_next_head, patch_whole_layer, patch_library],
+    )
+
+
 # ------------------------------------------------------------- duplicate-token heads
 def dup_good(weights, ids):
     T = ids.shape[1]

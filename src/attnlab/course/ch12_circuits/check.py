@@ -3,6 +3,9 @@
 * :func:`ablation_effect` — ``fn(model, ids, n, head) -> float``: how much the loss on
   the second copy rises when head ``(layer, head)`` of an
   :class:`attnlab.circuits.AttentionOnly` model is switched off (its output set to 0).
+* :func:`patched_loss` — ``fn(model, clean_ids, corrupt_ids, n, head) -> float``: the
+  second copy's loss of the corrupted run with head ``(layer, head)``'s output, at
+  every position, taken from the clean run (activation patching).
 * :func:`duplicate_token_scores` — ``fn(weights (L, B, H, T, T), ids (B, T)) -> (L, H)``:
   the share of each head's attention on *earlier* positions holding the same token,
   mean over sequences (the head detector's "duplicate token" pattern).
@@ -13,10 +16,10 @@ from __future__ import annotations
 import torch
 
 from ...circuits import AttentionOnly, InductionConfig, copy_losses, repeated_tokens
-from ...explain import ablate_heads, attention_modules
+from ...explain import ablate_heads, attention_modules, cache_heads, patch_heads
 from ..check_core import Case, close, run_check, seeded
 
-__all__ = ["ablation_effect", "duplicate_token_scores"]
+__all__ = ["ablation_effect", "patched_loss", "duplicate_token_scores"]
 
 # check name -> the library calls an answer may not make (the grader reads this too)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -25,6 +28,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.explain.ablate_heads",
         "attnlab.explain.interventions.ablate_heads",
         "attnlab.explain.patch_heads",
+    ),
+    # the hooks are what the exercise asks to write
+    "patched_loss": (
+        "attnlab.explain.patch_heads",
+        "attnlab.explain.cache_heads",
+        "attnlab.explain.patch_outputs",
+        "attnlab.explain.interventions.patch_heads",
+        "attnlab.explain.interventions.cache_heads",
     ),
     # the library's detector computes the other two patterns the same way
     "duplicate_token_scores": (
@@ -103,6 +114,47 @@ def ablation_effect(fn):
         "ablation_effect", fn, cases, compare=compare,
         forbid=FORBIDDEN["ablation_effect"],
     )  # fmt: skip
+
+
+# ------------------------------------------------------------------ patched loss
+def _patched_reference(model, clean, corrupt, n, head) -> float:
+    mhas = attention_modules(model)
+    with torch.no_grad():
+        with cache_heads(mhas) as cache:
+            model(clean)
+        with patch_heads(mhas, cache, [head]):
+            return copy_losses(model(corrupt), corrupt, n)[1]
+
+
+def patched_loss(fn):
+    """Check ``fn(model, clean_ids, corrupt_ids, n, head) -> float``."""
+    clean, n = repeated_tokens(16, 5, 12, seeded(1202))
+    corrupt = clean.clone()
+    pos = torch.arange(clean.shape[1])[None]
+    first = (pos >= 1) & (pos <= n[:, None])  # the first copy gets other tokens
+    corrupt[first] = torch.randint(1, 12, (int(first.sum()),), generator=seeded(1203))
+    cases = []
+    for seed, head in ((0, (1, 1)), (1, (0, 2)), (2, (1, 3))):
+        model = _model(seed)
+        cases.append(
+            Case(
+                f"model {seed}, head {head}",
+                (model, clean, corrupt, n, head),
+                _patched_reference(model, clean, corrupt, n, head),
+                "record the head's slice of w_o's input (head * Dh to (head + 1) * Dh) "
+                "in the clean run, put it in that slice in the corrupted run, only "
+                "for that head, and return the corrupted run's second-copy loss",
+            )
+        )
+
+    def compare(got, expected):
+        return isinstance(got, (float, int, torch.Tensor)) and close(
+            float(got), expected, atol=1e-5, rtol=1e-4
+        )
+
+    return run_check(
+        "patched_loss", fn, cases, compare=compare, forbid=FORBIDDEN["patched_loss"]
+    )
 
 
 # ------------------------------------------------------------- duplicate-token heads
