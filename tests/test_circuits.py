@@ -117,3 +117,30 @@ def test_training_history_and_phase_change():
     assert torch.tensor(hist["induction"]).shape == (3, 2, 4)
     assert phase_change_step([0, 50, 100], [3.0, 3.0, 3.0], [3.0, 1.6, 1.4]) == 100
     assert phase_change_step([0, 50], [3.0, 3.0], [3.0, 2.0]) is None
+
+
+def test_chapter_widgets_ablation_losses_and_head_pattern():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnlab.course.ch12_circuits.widgets import ablation_losses, head_pattern
+
+    torch.manual_seed(0)
+    model = AttentionOnly(InductionConfig(vocab_size=10, half=4, d_model=16)).eval()
+    ids, n = repeated_tokens(6, 4, 10, torch.Generator().manual_seed(0))
+    got = ablation_losses(model, ids, n)  # (L, H, 2)
+    Dh = 4
+    for layer, h in ((0, 1), (1, 3)):
+        w = model.blocks[layer].attn.w_o.weight
+        saved = w.detach().clone()
+        with torch.no_grad():
+            w[:, h * Dh : (h + 1) * Dh] = 0
+            want = copy_losses(model(ids), ids, n)
+            w.copy_(saved)
+        assert got[layer, h].tolist() == pytest.approx(list(want), abs=1e-5)
+    out = head_pattern(model, ids[:1], 1, 2, show=False)
+    assert 0 <= out["induction"] <= 1 and 0 <= out["previous"] <= 1
+    with pytest.raises(ValueError, match="one sequence"):
+        head_pattern(model, ids, 1, 2, show=False)
+    with pytest.raises(ValueError, match="layer, head"):
+        head_pattern(model, ids[:1], 2, 0, show=False)

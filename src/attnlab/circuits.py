@@ -125,7 +125,7 @@ class AttentionOnly(nn.Module):
         """(L, B, H, T, T): the weights of the last forward pass."""
         if not hasattr(self.blocks[0], "weights"):
             raise RuntimeError("run the model once before asking for its attention")
-        return torch.stack([b.weights for b in self.blocks])
+        return torch.stack([b.weights for b in self.blocks])  # type: ignore[misc]
 
 
 def repeated_tokens(

@@ -267,7 +267,6 @@ def knockout(
     padding, causal); a query left with no key raises ValueError."""
     mhas = _check_mhas(mhas)
     by_layer = _check_heads(mhas, heads)
-    edges = [tuple(e) for e in edges]
     if not edges or any(len(e) != 2 for e in edges):
         raise ValueError(
             f"edges must be a non-empty list of (query, key), got {edges!r}"
