@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import attnlab
+from attnlab.course.ch12_circuits import twins as twins_circuits
 from attnlab.widgets import twins as tw
 from attnlab.widgets import (
     twins_explanation,  # noqa: F401  (registers its check)
@@ -66,7 +67,17 @@ def all_twins() -> list[Twin]:
         tw.positional_twin(),
         tw.attention_maps_twin(_examples()),
         twins_pretrained.head_view_twin(_head_maps()),
+        twins_circuits.induction_twin(_induction_maps()),
     ]
+
+
+def _induction_maps():
+    from attnlab.circuits import AttentionOnly, InductionConfig
+
+    torch.manual_seed(2)
+    model = AttentionOnly(InductionConfig(vocab_size=9, half=4, d_model=8, n_heads=2))
+    seqs = {"repeated": [0, 3, 5, 3, 2, 3, 5, 3, 2], "short": [0, 4, 1, 4, 1]}
+    return twins_circuits.induction_maps(model.eval(), seqs)
 
 
 def _head_maps():

@@ -31,6 +31,7 @@ order and defaults included, is theirs):
 from __future__ import annotations
 
 from . import (
+    circuits,  # induction heads in an attention-only Transformer (chapter 12)
     classifiers,  # the J&W classifier and a small Transformer (chapter 11)
     data,
     efficient,
