@@ -87,7 +87,8 @@ def test_ch11_seed_json_reproduces_one_point():
     weights), and each accuracy is within 0.05 of the file's. Not to 1e-6: training is
     not bitwise portable (CONTRIBUTING, "Results that travel"), and over the file's three
     seeds each accuracy spans up to 0.07; 0.05 is what one re-run on another CPU or torch
-    stays within (measured: AVX2, AVX-512 and scalar kernels, torch 2.13 and 2.15)."""
+    stays within (measured on an AVX-512 CPU: torch 2.13 with native and with scalar
+    kernels, torch 2.15)."""
     from attnlab.classifiers import accuracy_f1
     from attnlab.data import rationale_task
 
