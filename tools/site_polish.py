@@ -24,10 +24,36 @@ of the site is rewritten in place (each fix is idempotent, and the browser check
   dropped.
 * **Scripts that do not block the first paint.** require.js and the 3.6 MB widget
   manager get ``defer`` if the page still loads them synchronously.
+
+What keeps a chapter page light on a phone (issue 41; the browser check measures each
+page's bytes, gzip -6 of every resource, cold cache, and asserts <= 1.5 MB):
+
+* **No widget runtime on the website.** The ipywidgets HTML manager (embed-amd.js, 0.9 MB
+  gzip, and require.js) only redrew frozen snapshots: every embedded widget is written
+  here as what it showed (its images, as files in ``_images/``, and its settings), under
+  a notice that it needs a kernel; a snapshot sitting right above a twin that recomputes
+  the same is dropped (the twin's head then says nothing about a widget above). The
+  widget state (hundreds of KB of base64 PNGs) and the two scripts go. The notebook
+  editions keep their live ipywidgets.
+* **Model weights in cacheable files.** A twin payload over :data:`LAZY_PAYLOAD_BYTES`
+  (a trained model's weights) moves to ``_static/twin-data/<hash>.json``; the page keeps
+  ``data-src`` and the twin runtime (core.js) fetches it when the twin nears the
+  viewport. The notebook editions keep their payloads inline (Colab serves no files).
+* **The search index on demand.** ``searchindex.js`` loads on the search page only (the
+  theme's search box submits to it); other pages no longer fetch it.
+* **Icons from the theme's webfonts.** The theme's CSS already draws Font Awesome icons
+  from its woff2 fonts; the 1.5 MB fontawesome.js (SVG replacement) is dropped.
+* **Theme nits.** One ``<h1>`` per page (the sidebar's site title is not a heading);
+  the home page's ``<title>`` does not repeat the site title.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as _html
+import json
+import os
 import re
 import struct
 from pathlib import Path
@@ -99,8 +125,196 @@ def _defer(text: str) -> str:
     )
 
 
-def polish_html(text: str, page: Path) -> str:
-    """The fixes of this module applied to one page's HTML."""
+# ------------------------------------------------------------- issue 41: weight
+LAZY_PAYLOAD_BYTES = 50_000  # a twin payload above this moves to a file (weights)
+_TWIN_DATA = re.compile(
+    r'<script type="application/json" class="twin-data">(.*?)</script>', re.S
+)
+_VIEW = re.compile(
+    r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S
+)
+_STATE = re.compile(
+    r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>\s*',
+    re.S,
+)
+_CELL = '<div class="cell docutils container'
+# The twin's head when it follows a widget (attnlab.course.twin.HEAD_AFTER_WIDGET) and
+# when it stands alone (HEAD): on the website the widget above is gone.
+_HEAD_AFTER_WIDGET = (
+    "<b>Runs in your browser</b>: on the website, where the widget above is a "
+    "snapshot, this panel recomputes."
+)
+_HEAD = "<b>Runs in your browser</b> (works on the website too)."
+SNAPSHOT_NOTE = (
+    "Snapshot of a notebook widget{at}: its controls need a running Python kernel. "
+    "Open the notebook (rocket icon at the top of the page) to use them."
+)
+
+
+def _rel(page: Path, target: Path) -> str:
+    return os.path.relpath(target, page.parent).replace(os.sep, "/")
+
+
+def lazy_twin_payloads(text: str, page: Path, site: Path) -> str:
+    """Twin payloads over LAZY_PAYLOAD_BYTES into ``_static/twin-data/<hash>.json``;
+    the page keeps an empty payload with ``data-src`` (core.js fetches it)."""
+
+    def move(m: re.Match) -> str:
+        body = m.group(1)
+        if len(body.encode()) <= LAZY_PAYLOAD_BYTES:
+            return m.group(0)
+        digest = hashlib.sha256(body.encode()).hexdigest()[:20]
+        target = site / "_static" / "twin-data" / f"{digest}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_text(body, encoding="utf-8")
+        src = _html.escape(_rel(page, target))
+        return (
+            f'<script type="application/json" class="twin-data" data-src="{src}">'
+            "{}</script>"
+        )
+
+    return _TWIN_DATA.sub(move, text)
+
+
+def _widget_parts(model_id: str, models: dict, seen: set) -> tuple[list, list]:
+    """(settings, outputs) of a widget and its children: settings as (description,
+    value) of its controls, outputs as the Output widgets' stored outputs."""
+    if model_id in seen or model_id not in models:
+        return [], []
+    seen.add(model_id)
+    m = models[model_id]
+    state = m.get("state", {})
+    settings, outputs = [], []
+    if m.get("model_name") == "OutputModel":
+        outputs += state.get("outputs", [])
+    desc = state.get("description")
+    if desc and "value" in state and not isinstance(state["value"], (dict, list)):
+        options = state.get("_options_labels")
+        value = state["value"]
+        if options and isinstance(value, int) and "index" in state:
+            value = options[state["index"]]
+        settings.append((str(desc).rstrip(":"), value))
+    for child in state.get("children", []):
+        if isinstance(child, str) and child.startswith("IPY_MODEL_"):
+            s, o = _widget_parts(child[len("IPY_MODEL_") :], models, seen)
+            settings += s
+            outputs += o
+    return settings, outputs
+
+
+def _snapshot_html(model_id: str, models: dict, page: Path, site: Path) -> str:
+    settings, outputs = _widget_parts(model_id, models, set())
+    body = []
+    for out in outputs:
+        data, meta = out.get("data", {}), out.get("metadata", {})
+        if out.get("output_type") == "stream":
+            body.append(
+                f'<pre class="attnlab-snapshot-text">{_html.escape(out.get("text", ""))}</pre>'
+            )
+        elif "image/png" in data:
+            raw = base64.b64decode("".join(data["image/png"]))
+            digest = hashlib.sha256(raw).hexdigest()[:20]
+            target = site / "_images" / f"widget-{digest}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                target.write_bytes(raw)
+            alt = (meta.get("image/png") or {}).get("alt") or (
+                "Figure the notebook widget drew for its initial settings"
+            )
+            body.append(
+                f'<img src="{_html.escape(_rel(page, target))}" loading="lazy" '
+                f'alt="{_html.escape(" ".join(str(alt).split()))}">'
+            )
+        elif "text/html" in data:
+            body.append("".join(data["text/html"]))
+        elif "text/plain" in data:
+            body.append(f"<pre>{_html.escape(''.join(data['text/plain']))}</pre>")
+    at = ""
+    if settings:
+        at = " (" + ", ".join(f"{d} = {v}" for d, v in settings) + ")"
+    note = _html.escape(SNAPSHOT_NOTE.format(at=at))
+    return (
+        f'<div class="attnlab-snapshot"><p class="attnlab-frozen-note">{note}</p>'
+        f"{''.join(body)}</div>"
+    )
+
+
+def _twin_follows(text: str, end: int) -> bool:
+    """Does a twin come right after position ``end`` (this cell or the next one, with
+    no heading and no prose paragraph in between)?"""
+    nxt = text.find(_CELL, end)
+    if nxt < 0:
+        return "data-twin=" in text[end:]
+    after = text.find(_CELL, nxt + len(_CELL))
+    region = text[end : after if after > 0 else len(text)]
+    k = region.find("data-twin=")
+    if k < 0:
+        return False
+    between = region[:k]
+    return not re.search(r"<h[1-6]\b|<section\b|<p>", between)
+
+
+def drop_widget_runtime(text: str, page: Path, site: Path) -> str:
+    """Embedded ipywidgets as static snapshots (or nothing, above a twin), with no
+    widget state and no widget runtime scripts."""
+    state_m = _STATE.search(text)
+    models = {}
+    if state_m:
+        try:
+            models = json.loads(state_m.group(1)).get("state", {})
+        except json.JSONDecodeError:
+            models = {}
+    out, pos, dropped = [], 0, False
+    for m in _VIEW.finditer(text):
+        out.append(text[pos : m.start()])
+        try:
+            model_id = json.loads(m.group(1))["model_id"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            model_id = ""
+        if _twin_follows(text, m.end()):
+            dropped = True  # the twin below recomputes what the snapshot showed
+        else:
+            out.append(_snapshot_html(model_id, models, page, site))
+        pos = m.end()
+    out.append(text[pos:])
+    text = "".join(out)
+    if dropped:
+        text = text.replace(_html.escape(_HEAD_AFTER_WIDGET, quote=False), _HEAD)
+        text = text.replace(_HEAD_AFTER_WIDGET, _HEAD)
+    text = _STATE.sub("", text)
+    text = re.sub(
+        r'<script\b[^>]*src="[^"]*(?:require\.js|embed-amd\.js)"[^>]*>\s*</script>\s*',
+        "",
+        text,
+    )
+    return text
+
+
+def lighter_theme(text: str, page: Path) -> str:
+    """Search index on the search page only; no fontawesome.js; one <h1>; a home page
+    <title> that does not repeat the site title."""
+    if page.name != "search.html":
+        text = re.sub(r'<script src="[^"]*searchindex\.js"></script>\s*', "", text)
+    text = re.sub(
+        r"<(?:script|link)\b[^>]*_static/scripts/fontawesome\.js[^>]*>(?:\s*</script>)?\s*",
+        "",
+        text,
+    )
+    # <title>A &#8212; A</title> (the home page: its title is the site's)
+    text = re.sub(
+        r"<title>(.+?) (?:&#8212;|—) \1</title>", r"<title>\1</title>", text, count=1
+    )
+    return text
+
+
+def polish_html(text: str, page: Path, site: Path | None = None) -> str:
+    """The fixes of this module applied to one page's HTML (``site``: the site's root,
+    where extracted files go; default: the page's folder)."""
+    site = site or page.parent
+    text = drop_widget_runtime(text, page, site)
+    text = lazy_twin_payloads(text, page, site)
+    text = lighter_theme(text, page)
     text = _IMG.sub(lambda m: _fix_img(m.group(0), page), text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
     text = re.sub(
@@ -127,7 +341,7 @@ def polish_dir(out: Path) -> None:
         if "_static" in page.parts or "vendor" in page.parts:
             continue
         old = page.read_text(encoding="utf-8")
-        new = polish_html(old, page)
+        new = polish_html(old, page, out)
         if new != old:
             page.write_text(new, encoding="utf-8")
 
