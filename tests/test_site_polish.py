@@ -235,9 +235,12 @@ def test_lighter_theme(tmp_path):
         '<link rel="preload" as="script" href="_static/scripts/fontawesome.js?digest=1" />'
         '<script defer src="_static/scripts/fontawesome.js?digest=1"></script>'
         '<script src="searchindex.js"></script><p>x</p>'
+        '<div id="jb-print-docs-body" class="onlyprint">\n <h1>Attention</h1></div>'
+        "<h1>Attention</h1>"
     )
     out = site_polish.polish_html(html, tmp_path / "index.html", tmp_path)
     assert "<title>Attention</title>" in out
     assert "fontawesome" not in out and "searchindex" not in out
+    assert out.count("<h1>") == 1 and '<p class="attnlab-print-title">Attention' in out
     search = site_polish.polish_html(html, tmp_path / "search.html", tmp_path)
     assert "searchindex.js" in search  # the search page loads its index

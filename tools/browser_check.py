@@ -800,6 +800,28 @@ FOCUS_SLIDER = r"""
 """
 
 
+# Run in the page: fill a twin's text box to its maxlength (its first value, repeated)
+# and time the keystroke (the `input` event) and the update it schedules, apart.
+LONGEST_INPUT = r"""
+((id) => {
+  const root = document.getElementById(id), c = root.querySelector('input[type=text]');
+  if (!c) return null;
+  const n = c.maxLength > 0 ? c.maxLength : 200, first = c.value || 'abc';
+  const text = (first + ' ').repeat(Math.ceil(n / (first.length + 1))).slice(0, n);
+  c.value = text;
+  const t0 = performance.now();
+  c.dispatchEvent(new Event('input', {bubbles: true}));
+  const key = performance.now() - t0, t1 = performance.now();
+  if (window.attnlabTwin.flush) window.attnlabTwin.flush(id);
+  const update = performance.now() - t1;
+  c.value = first; c.dispatchEvent(new Event('input', {bubbles: true}));
+  if (window.attnlabTwin.flush) window.attnlabTwin.flush(id);
+  return {n, key, update};
+})
+"""
+MAX_KEYSTROKE_MS = 16.0
+
+
 async def _keyboard_moves(browser: Browser, twin_id: str) -> bool:
     """Press the right arrow on the twin's first slider: do its readouts change?"""
     before = await browser.evaluate(f"({FOCUS_SLIDER})({json.dumps(twin_id)})")
@@ -890,10 +912,32 @@ async def check_twins(
         if mount > 1000:
             errors.append(f"{where}: took {mount:.0f} ms to start (budget 1000 ms)")
         timing = ""
+        longest = await browser.evaluate(f"({LONGEST_INPUT})({json.dumps(tw['id'])})")
+        if longest:
+            keys = []
+            for _ in range(4):  # the median of 5 keystrokes at the longest input
+                again = await browser.evaluate(
+                    f"({LONGEST_INPUT})({json.dumps(tw['id'])})"
+                )
+                keys.append(again)
+            keys.append(longest)
+            key_ms = sorted(k["key"] for k in keys)[2]
+            upd_ms = sorted(k["update"] for k in keys)[2]
+            timing += (
+                f"; at {longest['n']} characters a keystroke {key_ms:.1f} ms, "
+                f"the update after it {upd_ms:.1f} ms"
+            )
+            if key_ms > MAX_KEYSTROKE_MS:
+                errors.append(
+                    f"{where}: a keystroke at {longest['n']} characters takes "
+                    f"{key_ms:.0f} ms (budget {MAX_KEYSTROKE_MS:g} ms)"
+                )
         if decode:  # a trained model in the page: its weight and one decode's time
             decode.sort()
             median = decode[len(decode) // 2]
-            timing = f"; one decode {median:.1f} ms (median), {decode[-1]:.1f} ms (max)"
+            timing += (
+                f"; one decode {median:.1f} ms (median), {decode[-1]:.1f} ms (max)"
+            )
             if median > 50:
                 errors.append(f"{where}: a decode takes {median:.0f} ms (budget 50 ms)")
             if tw["bytes"] > 1_000_000 * len(check_models(tw["data"])):

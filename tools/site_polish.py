@@ -301,6 +301,13 @@ def lighter_theme(text: str, page: Path) -> str:
         "",
         text,
     )
+    # The print-only copy of the title (sphinx-book-theme) is a second <h1>.
+    text = re.sub(
+        r'(<div id="jb-print-docs-body" class="onlyprint">\s*)<h1>(.*?)</h1>',
+        r'\1<p class="attnlab-print-title">\2</p>',
+        text,
+        flags=re.S,
+    )
     # <title>A &#8212; A</title> (the home page: its title is the site's)
     text = re.sub(
         r"<title>(.+?) (?:&#8212;|—) \1</title>", r"<title>\1</title>", text, count=1
