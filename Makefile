@@ -216,4 +216,4 @@ bench: $(STAMP)
 	@for f in bench/*.py; do [ -e "$$f" ] || continue; echo "== $$f"; $(PY) $$f; done
 
 clean:
-	rm -rf _build _vendor .jupyter_cache jupyter_execute
+	rm -rf _build _vendor _vendor.node .jupyter_cache jupyter_execute

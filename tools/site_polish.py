@@ -43,6 +43,8 @@ page's bytes, gzip -6 of every resource, cold cache, and asserts <= 1.5 MB):
   theme's search box submits to it); other pages no longer fetch it.
 * **Icons from the theme's webfonts.** The theme's CSS already draws Font Awesome icons
   from its woff2 fonts; the 1.5 MB fontawesome.js (SVG replacement) is dropped.
+* **A twin within reach of the keyboard.** Under the chapter's title, a line links each
+  twin on the page (Tab, Enter: the next Tab is in the twin).
 * **Theme nits.** One ``<h1>`` per page (the sidebar's site title is not a heading);
   the home page's ``<title>`` does not repeat the site title.
 """
@@ -315,6 +317,31 @@ def lighter_theme(text: str, page: Path) -> str:
     return text
 
 
+_TWIN_ROOT = re.compile(
+    r'<div class="attnlab-twin[^"]*" data-twin="([^"]+)" id="([^"]+)" role="group" '
+    r'aria-label="([^"]*)"'
+)
+
+
+def jump_to_twins(text: str) -> str:
+    """Right under the chapter's title, a line linking each twin on the page: from the
+    title, Tab then Enter reaches a twin, however much prose and code come before it
+    (formulas are out of the tab order; links and copy buttons are not)."""
+    if "attnlab-jump" in text:
+        return text
+    twins = _TWIN_ROOT.findall(text)
+    h1 = re.search(r"<h1>.*?</h1>", text, re.S)
+    if not twins or not h1:
+        return text
+    links = " · ".join(f'<a href="#{uid}">{title}</a>' for _, uid, title in twins)
+    many = "s" if len(twins) > 1 else ""
+    line = (
+        f'\n<p class="attnlab-jump">Interactive panel{many} on this page, running in '
+        f"your browser: {links}</p>"
+    )
+    return text[: h1.end()] + line + text[h1.end() :]
+
+
 def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     """The fixes of this module applied to one page's HTML (``site``: the site's root,
     where extracted files go; default: the page's folder)."""
@@ -322,6 +349,7 @@ def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     text = drop_widget_runtime(text, page, site)
     text = lazy_twin_payloads(text, page, site)
     text = lighter_theme(text, page)
+    text = jump_to_twins(text)
     text = _IMG.sub(lambda m: _fix_img(m.group(0), page), text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
     text = re.sub(
@@ -336,6 +364,96 @@ def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     return text
 
 
+# ------------------------------------------------ formulas typeset at build time
+# MathJax typesetting hundreds of formulas in the page was most of a chapter's
+# main-thread time on a phone (4x CPU: seconds). The formulas are typeset once here,
+# with the same MathJax in Node.js (tools/mathjax_prerender.js), each with its MathML
+# for assistive technology; the pages then load a stylesheet, not MathJax.
+_MATH = re.compile(
+    r'<(span|div) class="math notranslate nohighlight"([^>]*)>(.*?)</\1>', re.S
+)
+MATHJAX_NODE = Path(__file__).resolve().parents[1] / "_vendor.node" / "mathjax-es5"
+MATH_CSS = "_static/mathjax-chtml.css"
+
+
+def _tex_of(kind: str, body: str) -> tuple[str, bool] | None:
+    tex = _html.unescape(body).strip()
+    if tex.startswith("\\(") and tex.endswith("\\)"):
+        return tex[2:-2], False
+    if tex.startswith("\\[") and tex.endswith("\\]"):
+        return tex[2:-2], True
+    if kind == "div" and "<" not in body:  # an amsmath environment
+        return tex, True
+    return None
+
+
+def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
+    """Every page's formulas as MathJax CommonHTML (see above); pages unchanged when
+    Node.js or the MathJax package (tools/vendor_js.sh) is missing."""
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if not node or not (MATHJAX_NODE / "node-main.js").exists():
+        print("site_polish: formulas left to MathJax in the page (no Node.js or no "
+              f"{MATHJAX_NODE}; run tools/vendor_js.sh)")  # fmt: skip
+        return pages
+    formulas: dict[tuple[str, bool], None] = {}
+    for text in pages.values():
+        for m in _MATH.finditer(text):
+            f = _tex_of(m.group(1), m.group(3))
+            if f:
+                formulas[f] = None
+    if not formulas:
+        return pages
+    todo = list(formulas)
+    css_file = site / MATH_CSS
+    fonts = _rel(css_file, site / "vendor" / "mathjax" / "output" / "chtml" / "fonts")
+    res = subprocess.run(
+        [node, str(Path(__file__).with_name("mathjax_prerender.js")),
+         str(MATHJAX_NODE), fonts + "/woff-v2"],
+        input=json.dumps(todo), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = json.loads(res.stdout)
+    done = {f: h for f, h in zip(todo, out["html"], strict=True) if h}
+    css_file.parent.mkdir(parents=True, exist_ok=True)
+    css_file.write_text(out["css"], encoding="utf-8")
+    result = {}
+    for page, text in pages.items():
+        missed = []
+
+        def render(m: re.Match, missed: list = missed) -> str:
+            if "<mjx-container" in m.group(3):
+                return m.group(0)  # typeset already
+            f = _tex_of(m.group(1), m.group(3))
+            if f is None or f not in done:
+                missed.append(m.group(3)[:60])
+                return m.group(0)
+            tag, attrs = m.group(1), m.group(2)
+            return (
+                f'<{tag} class="math notranslate nohighlight"{attrs}>{done[f]}</{tag}>'
+            )
+
+        new = _MATH.sub(render, text)
+        if new != text:
+            link = f'<link rel="stylesheet" href="{_rel(page, css_file)}" />'
+            new = new.replace("</head>", link + "\n</head>", 1)
+            if missed:
+                print(f"site_polish: {page.name}: {len(missed)} formulas left to "
+                      f"MathJax in the page, e.g. {missed[:2]}")  # fmt: skip
+            else:  # every formula typeset: no MathJax in this page
+                new = re.sub(
+                    r"<script>window\.MathJax = .*?</script>\s*", "", new, flags=re.S
+                )
+                new = re.sub(
+                    r"<script\b[^>]*mathjax/tex-mml-chtml\.js[^>]*>\s*</script>\s*",
+                    "",
+                    new,
+                )
+        result[page] = new
+    return result
+
+
 def polish_site(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -343,14 +461,28 @@ def polish_site(app: Sphinx, exception: Exception | None) -> None:
 
 
 def polish_dir(out: Path) -> None:
-    """Apply :func:`polish_html` to every page of a built site, in place."""
+    """Apply :func:`polish_html` to every page of a built site, in place, then typeset
+    the formulas (:func:`typeset_formulas`) and drop the MathJax runtime from the site
+    when no page loads it any more."""
+    old: dict[Path, str] = {}
+    new: dict[Path, str] = {}
     for page in out.rglob("*.html"):
         if "_static" in page.parts or "vendor" in page.parts:
             continue
-        old = page.read_text(encoding="utf-8")
-        new = polish_html(old, page, out)
-        if new != old:
-            page.write_text(new, encoding="utf-8")
+        old[page] = page.read_text(encoding="utf-8")
+        new[page] = polish_html(old[page], page, out)
+    new = typeset_formulas(new, out)
+    for page, text in new.items():
+        if text != old[page]:
+            page.write_text(text, encoding="utf-8")
+    mj = out / "vendor" / "mathjax"
+    if mj.is_dir() and not any("tex-mml-chtml.js" in t for t in new.values()):
+        # Only the fonts are used now (tools/mathjax_prerender.js's stylesheet).
+        import shutil
+
+        for child in mj.iterdir():
+            if child.name != "output":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 def setup(app: Sphinx) -> dict:

@@ -4,7 +4,9 @@
 # once; _config.yml serves the folder through html_extra_path and points mathjax_path
 # at it. Only what a page can request is deployed: the combined tex-mml-chtml.js, its
 # woff2 fonts, the TeX extensions it autoloads, and the accessibility parts its menu
-# loads on demand (a11y, sre, ui); not the 17 MB of other builds.
+# loads on demand (a11y, sre, ui); not the 17 MB of other builds. When the site build
+# typesets every formula itself (tools/site_polish.py, with the copy in $1.node/), it
+# deletes all but the fonts from the built site.
 #
 # The ipywidgets runtime (embed-amd.js, require.js) is not deployed: the website shows
 # embedded widgets as static snapshots (tools/site_polish.py); the notebook editions
@@ -37,6 +39,12 @@ cp "$es5/tex-mml-chtml.js" "$mj/"
 cp -r "$es5/output/chtml/fonts/woff-v2" "$mj/output/chtml/fonts/"
 cp -r "$es5/input/tex/extensions" "$mj/input/tex/"
 cp -r "$es5/a11y" "$es5/sre" "$es5/ui" "$mj/"
+# The whole es5/ folder, outside the site, for typesetting at build time in Node.js
+# (tools/mathjax_prerender.js, called by tools/site_polish.py): pages then load a
+# stylesheet and the fonts, not MathJax.
+rm -rf "$out.node"
+mkdir -p "$out.node"
+cp -r "$es5" "$out.node/mathjax-es5"
 mkdir -p "$out/check"
 cp "$tmp"/axe-core-*/package/axe.min.js "$out/check/axe.min.js"
 echo "vendored $MATHJAX, $AXE into $out ($(du -sh "$out" | cut -f1))"
