@@ -244,3 +244,66 @@ def test_lighter_theme(tmp_path):
     assert out.count("<h1>") == 1 and '<p class="attnlab-print-title">Attention' in out
     search = site_polish.polish_html(html, tmp_path / "search.html", tmp_path)
     assert "searchindex.js" in search  # the search page loads its index
+
+
+def test_scripts_deferred_and_search_tools_on_the_search_page_only(tmp_path):
+    html = (
+        '<head><script src="../_static/documentation_options.js?v=1"></script>'
+        '<script src="../_static/doctools.js?v=2"></script>'
+        '<script src="../_static/searchtools.js"></script>'
+        '<script src="../_static/language_data.js"></script></head>'
+    )
+    out = site_polish.polish_html(html, tmp_path / "chapters" / "x.html", tmp_path)
+    assert '<script src="../_static/documentation_options.js' in out  # used inline
+    assert '<script defer src="../_static/doctools.js' in out
+    assert "searchtools" not in out and "language_data" not in out
+
+
+def test_links_to_the_twins_under_the_title():
+    html = (
+        '<section><h1>5. Self-attention<a class="headerlink" href="#s">#</a></h1><p>x</p>'
+        '<div class="attnlab-twin tex2jax_ignore mathjax_ignore" data-twin="sqrt_dk" '
+        'id="tw-1" role="group" aria-label="Why divide by √d_k">'
+        '<div class="attnlab-twin tex2jax_ignore mathjax_ignore" data-twin="mask_lab" '
+        'id="tw-2" role="group" aria-label="Mask lab">'
+    )
+    out = site_polish.jump_to_twins(html)
+    line = out[out.index("</h1>") + 5 : out.index("<p>x</p>")]
+    assert '<a href="#tw-1">Why divide by √d_k</a>' in line
+    assert '<a href="#tw-2">Mask lab</a>' in line
+    assert site_polish.jump_to_twins(out) == out
+    assert site_polish.jump_to_twins("<h1>No twin</h1>") == "<h1>No twin</h1>"
+
+
+@pytest.mark.skipif(
+    not (site_polish.MATHJAX_NODE / "node-main.js").exists(),
+    reason="tools/vendor_js.sh has not vendored MathJax for Node.js",
+)
+def test_formulas_typeset_at_build_time(tmp_path):
+    pytest.importorskip("shutil").which("node") or pytest.skip("no Node.js")
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    (tmp_path / "vendor" / "mathjax" / "output").mkdir(parents=True)
+    (tmp_path / "vendor" / "mathjax" / "tex-mml-chtml.js").write_text("//")
+    html = (
+        "<html><head><script>window.MathJax = {}</script>"
+        '<script defer="defer" src="../vendor/mathjax/tex-mml-chtml.js?v=1"></script>'
+        "</head><body>"
+        '<p><span class="math notranslate nohighlight">\\(\\alpha &lt; 1\\)</span></p>'
+        '<div class="math notranslate nohighlight">\n\\[\\sum_j p_j = 1\\]</div>'
+        "</body></html>"
+    )
+    page.write_text(html)
+    site_polish.polish_dir(tmp_path)
+    out = page.read_text()
+    assert out.count("<mjx-container") == 2 and 'display="true"' in out
+    assert "<mjx-assistive-mml" in out  # MathML for screen readers
+    assert "<mo>&lt;</mo>" in out or "&lt;" in out
+    assert "tex-mml-chtml" not in out and "window.MathJax" not in out
+    assert 'href="../_static/mathjax-chtml.css"' in out
+    css = (tmp_path / "_static" / "mathjax-chtml.css").read_text()
+    assert "../vendor/mathjax/output/chtml/fonts/woff-v2" in css
+    # no page loads MathJax any more: only its fonts stay in the site
+    assert not (tmp_path / "vendor" / "mathjax" / "tex-mml-chtml.js").exists()
+    site_polish.polish_dir(tmp_path)
+    assert page.read_text() == out  # idempotent

@@ -293,11 +293,41 @@ def drop_widget_runtime(text: str, page: Path, site: Path) -> str:
     return text
 
 
+# Scripts that may wait for the page to be parsed (defer keeps their order; each only
+# acts on DOMContentLoaded or later): a dozen blocking requests no longer hold back the
+# first paint. documentation_options.js stays: inline scripts use it at once.
+_DEFERRABLE = (
+    "doctools.js", "sphinx_highlight.js", "clipboard.min.js", "copybutton.js",
+    "sphinx-book-theme.js", "togglebutton.js", "design-tabs.js", "attnlab.js",
+)  # fmt: skip
+
+
+def _defer_head_scripts(text: str) -> str:
+    def add(m: re.Match) -> str:
+        tag = m.group(0)
+        src = re.search(r'src="([^"?]*)', tag)
+        if not src or not src.group(1).endswith(_DEFERRABLE):
+            return tag
+        if re.search(r"\b(defer|async)\b", tag):
+            return tag
+        return tag.replace("<script ", "<script defer ", 1)
+
+    return re.sub(r"<script [^>]*src=\"[^\"]*\"[^>]*>", add, text)
+
+
 def lighter_theme(text: str, page: Path) -> str:
     """Search index on the search page only; no fontawesome.js; one <h1>; a home page
     <title> that does not repeat the site title."""
     if page.name != "search.html":
-        text = re.sub(r'<script src="[^"]*searchindex\.js"></script>\s*', "", text)
+        # the theme's search box submits to search.html (search_as_you_type is off):
+        # the index and its tools are needed there only
+        text = re.sub(
+            r'<script src="[^"]*(?:searchindex|_static/searchtools|_static/language_data)'
+            r'\.js"></script>\s*',
+            "",
+            text,
+        )
+        text = _defer_head_scripts(text)
     text = re.sub(
         r"<(?:script|link)\b[^>]*_static/scripts/fontawesome\.js[^>]*>(?:\s*</script>)?\s*",
         "",
