@@ -158,7 +158,8 @@
     b.classList.toggle('attnlab-more-right', b.scrollLeft + b.clientWidth < b.scrollWidth - 2);
   }
   function focusableScrollers(root) {
-    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot, .attnlab-snapshot');
+    // (Display formulas too: typeset at build time, a wide one scrolls in its box.)
+    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot, .attnlab-snapshot, mjx-container[display="true"]');
     for (var i = 0; i < boxes.length; i++) {
       var b = boxes[i];
       if (b.querySelector('div.cell_output, .twin-plot')) continue; // the inner box scrolls
@@ -168,7 +169,8 @@
         if (!b.hasAttribute('tabindex')) {
           b.setAttribute('tabindex', '0');
           b.setAttribute('role', 'region');
-          b.setAttribute('aria-label', 'Output (scrolls sideways)');
+          b.setAttribute('aria-label', (b.tagName === 'MJX-CONTAINER' ? 'Formula' : 'Output') + ' (scrolls sideways)');
+          b.dataset.attnlabScroller = '1';
         }
         b.classList.add('attnlab-scrolls');
         if (!hint) {
@@ -184,7 +186,8 @@
         }
         fadeEdge(b);
       } else {
-        if (b.getAttribute('aria-label') === 'Output (scrolls sideways)') {
+        if (b.dataset.attnlabScroller) {
+          delete b.dataset.attnlabScroller;
           b.removeAttribute('tabindex'); b.removeAttribute('role'); b.removeAttribute('aria-label');
         }
         b.classList.remove('attnlab-scrolls', 'attnlab-more-right');
