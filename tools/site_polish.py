@@ -510,9 +510,13 @@ def polish_dir(out: Path) -> None:
         # Only the fonts are used now (tools/mathjax_prerender.js's stylesheet).
         import shutil
 
-        for child in mj.iterdir():
-            if child.name != "output":
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        for child in list(mj.iterdir()):
+            if child.name == "output":
+                continue
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 def setup(app: Sphinx) -> dict:
