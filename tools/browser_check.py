@@ -617,7 +617,9 @@ THEME_PROBE = r"""
     h1_all: document.querySelectorAll('h1').length,
     title: document.title,
     buttons: btns, fullscreen: fs.length,
-    math_tabstops: document.querySelectorAll('mjx-container[tabindex="0"]').length,
+    // (a display formula wider than its column is a tab stop on purpose: it scrolls)
+    math_tabstops: document.querySelectorAll(
+        'mjx-container[tabindex="0"]:not([data-attnlab-scroller])').length,
   };
 })()
 """
