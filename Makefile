@@ -34,7 +34,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 .PHONY: help venv book test check lint unit unit-quick notebooks stripped student \
         student-check browser browser-only vendor bench clean editions colab colab-check \
         workflow preflight portability portability-scalar portability-next torch-next \
-        py310 student-verify
+        py310 student-verify browser-perf
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
@@ -45,6 +45,7 @@ help:
 	@echo "make editions  refresh glue-snapshot.json (from the last book run) and the"
 	@echo "             notebook editions student/ and full/ (make book does it too)"
 	@echo "make colab-check  every chapter's student edition in a Colab stand-in"
+	@echo "make browser-perf  the built site on a throttled phone: first paint, long tasks"
 	@echo "make venv    create .venv with the pinned requirements (make book/test do it)"
 	@echo "make bench   run the benchmark scripts in bench/"
 	@echo "make grade NB=file.ipynb  grade a student's notebook (attnlab.grade)"
@@ -280,6 +281,16 @@ browser-only:
 	$(PY) tools/browser_check.py _build/html _build/shots; \
 	echo "browser check: $$(( $$(date +%s) - start )) s"
 
+# The built site loaded as a mid-range phone would (tools/browser_perf.py): 4x CPU,
+# 9 Mbit/s, 60 ms latency, gzip server, cold cache, median of 3 loads per page; fails a
+# page over 1.2 s to first paint or 2 s of long tasks. Timings need an idle machine, so
+# it is not part of `make test` (which checks each page's bytes); the workflow runs it
+# in its own job. Needs a built site (make book) and Chromium.
+browser-perf: $(STAMP)
+	@start=$$(date +%s); \
+	$(PY) tools/browser_perf.py _build/html; \
+	echo "browser perf: $$(( $$(date +%s) - start )) s"
+
 # Grade a student's notebook: make grade NB=path/to/submission.ipynb [GRADE_ARGS=...]
 .PHONY: grade
 grade: $(STAMP)
@@ -290,4 +301,4 @@ bench: $(STAMP)
 	@for f in bench/*.py; do [ -e "$$f" ] || continue; echo "== $$f"; $(PY) $$f; done
 
 clean:
-	rm -rf _build _vendor .jupyter_cache jupyter_execute
+	rm -rf _build _vendor _vendor.node .jupyter_cache jupyter_execute

@@ -151,20 +151,47 @@
       if (text && label.indexOf(text.toLowerCase()) < 0) el.removeAttribute('aria-label');
     }
   }
+  // A box that scrolls sideways (a wide figure on a phone) must be reachable by
+  // keyboard to be scrolled without a pointer, and must show that it scrolls: a
+  // "scroll sideways" line above it and a faded right edge until its end is reached.
+  function fadeEdge(b) {
+    b.classList.toggle('attnlab-more-right', b.scrollLeft + b.clientWidth < b.scrollWidth - 2);
+  }
   function focusableScrollers(root) {
-    // A box that scrolls sideways (a wide figure on a phone) must be reachable by
-    // keyboard to be scrolled without a pointer.
-    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot');
+    // (Display formulas too: typeset at build time, a wide one scrolls in its box.)
+    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot, .attnlab-snapshot, mjx-container[display="true"]');
     for (var i = 0; i < boxes.length; i++) {
       var b = boxes[i];
+      if (b.querySelector('div.cell_output, .twin-plot')) continue; // the inner box scrolls
+      var hint = b.previousElementSibling;
+      if (!(hint && hint.classList.contains('attnlab-scroll-hint'))) hint = null;
       if (b.scrollWidth > b.clientWidth + 1) {
         if (!b.hasAttribute('tabindex')) {
           b.setAttribute('tabindex', '0');
           b.setAttribute('role', 'region');
-          b.setAttribute('aria-label', 'Output (scrolls sideways)');
+          b.setAttribute('aria-label', (b.tagName === 'MJX-CONTAINER' ? 'Formula' : 'Output') + ' (scrolls sideways)');
+          b.dataset.attnlabScroller = '1';
         }
-      } else if (b.getAttribute('aria-label') === 'Output (scrolls sideways)') {
-        b.removeAttribute('tabindex'); b.removeAttribute('role'); b.removeAttribute('aria-label');
+        b.classList.add('attnlab-scrolls');
+        if (!hint) {
+          hint = document.createElement('p');
+          hint.className = 'attnlab-scroll-hint';
+          hint.setAttribute('aria-hidden', 'true'); // the region's name says it
+          hint.textContent = '⇆ wider than the screen: scroll sideways';
+          b.parentNode.insertBefore(hint, b);
+        }
+        if (!b.dataset.attnlabFade) {
+          b.dataset.attnlabFade = '1';
+          b.addEventListener('scroll', function () { fadeEdge(this); }, { passive: true });
+        }
+        fadeEdge(b);
+      } else {
+        if (b.dataset.attnlabScroller) {
+          delete b.dataset.attnlabScroller;
+          b.removeAttribute('tabindex'); b.removeAttribute('role'); b.removeAttribute('aria-label');
+        }
+        b.classList.remove('attnlab-scrolls', 'attnlab-more-right');
+        if (hint) hint.parentNode.removeChild(hint);
       }
     }
   }

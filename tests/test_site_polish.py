@@ -93,7 +93,8 @@ def test_polish_html(tmp_path):
     assert "Toggle hidden content" not in out
     assert 'title="Light"' not in out and 'data-mode="light"' in out
     assert out.count("THEBE_JS_URL") == 1
-    assert out.count("<script defer ") == 2
+    # No widget runtime on the website (issue 41): its snapshots are static images.
+    assert "require.js" not in out and "embed-amd.js" not in out
     assert site_polish.polish_html(out, page) == out  # idempotent
     # 10-pt text (13.9 px at 100 dpi) at the minimum width stays >= 9 px.
     assert 10 * 100 / 72 * site_polish.MIN_SCALE >= 9
@@ -139,3 +140,170 @@ def test_phone_problems():
         targets=[{"twin": "t", "name": "n", "w": 158, "h": 16}],
     )
     assert len(bc.phone_problems("p", bad)) == 4
+
+
+# ------------------------------------------------------------ issue 41: page weight
+def _widget_page(twin_after: bool) -> str:
+    import base64
+    import json
+
+    png = base64.b64encode(
+        b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (640).to_bytes(4, "big")
+        + (320).to_bytes(4, "big") + b"rest"
+    ).decode()  # fmt: skip
+    state = {
+        "state": {
+            "box": {
+                "model_name": "VBoxModel",
+                "state": {"children": ["IPY_MODEL_s", "IPY_MODEL_o"]},
+            },
+            "s": {"model_name": "FloatSliderModel",
+                  "state": {"description": "scale", "value": 2.5}},
+            "o": {"model_name": "OutputModel", "state": {"outputs": [{
+                "output_type": "display_data",
+                "data": {"image/png": png, "text/plain": "<Figure>"},
+                "metadata": {"image/png": {"alt": "Weights at scale 2.5: key 3 wins"}},
+            }]}},
+        },
+        "version_major": 2,
+        "version_minor": 0,
+    }  # fmt: skip
+    view = json.dumps({"model_id": "box", "version_major": 2, "version_minor": 0})
+    twin = (
+        '<div class="cell docutils container"><div class="attnlab-twin" '
+        'data-twin="k"><p class="twin-head">T · <b>Runs in your browser</b>: on the '
+        "website, where the widget above is a snapshot, this panel recomputes.</p>"
+        "</div></div>"
+    )
+    return (
+        '<head><script src="../vendor/require.js"></script></head><section>'
+        '<div class="cell docutils container"><div class="cell_output docutils '
+        f'container"><script type="application/vnd.jupyter.widget-view+json">{view}'
+        "</script></div></div>" + (twin if twin_after else "<h2>Next</h2>")
+        + "</section>"
+        '<script type="application/vnd.jupyter.widget-state+json">'
+        f"{json.dumps(state)}</script>"
+    )  # fmt: skip
+
+
+def test_widget_becomes_a_static_snapshot(tmp_path):
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    out = site_polish.polish_html(_widget_page(twin_after=False), page, tmp_path)
+    assert "widget-state" not in out and "widget-view" not in out
+    assert "require.js" not in out
+    assert "Snapshot of a notebook widget (scale = 2.5)" in out
+    assert 'alt="Weights at scale 2.5: key 3 wins"' in out
+    pngs = list((tmp_path / "_images").glob("widget-*.png"))
+    assert len(pngs) == 1
+    assert f'src="../_images/{pngs[0].name}"' in out
+    assert 'width="640" height="320"' in out  # sized like every figure
+    assert site_polish.polish_html(out, page, tmp_path) == out
+
+
+def test_snapshot_above_a_twin_is_dropped(tmp_path):
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    out = site_polish.polish_html(_widget_page(twin_after=True), page, tmp_path)
+    assert "Snapshot of a notebook widget" not in out and "<img" not in out
+    assert "widget above" not in out  # the twin's head no longer points at it
+    assert "(works on the website too)" in out and 'data-twin="k"' in out
+
+
+def test_big_twin_payload_moves_to_a_file(tmp_path):
+    import json
+
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    big = json.dumps({"blob": "A" * (site_polish.LAZY_PAYLOAD_BYTES + 1)})
+    small = json.dumps({"scores": [1, 2]})
+    html = "".join(
+        f'<script type="application/json" class="twin-data">{d}</script>'
+        for d in (big, small)
+    )
+    out = site_polish.polish_html(html, page, tmp_path)
+    files = list((tmp_path / "_static" / "twin-data").glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text()) == json.loads(big)
+    assert f'data-src="../_static/twin-data/{files[0].name}">{{}}</script>' in out
+    assert small in out  # small payloads stay inline
+    assert site_polish.polish_html(out, page, tmp_path) == out
+
+
+def test_lighter_theme(tmp_path):
+    html = (
+        "<title>Attention &#8212; Attention</title>"
+        '<link rel="preload" as="script" href="_static/scripts/fontawesome.js?digest=1" />'
+        '<script defer src="_static/scripts/fontawesome.js?digest=1"></script>'
+        '<script src="searchindex.js"></script><p>x</p>'
+        '<div id="jb-print-docs-body" class="onlyprint">\n <h1>Attention</h1></div>'
+        "<h1>Attention</h1>"
+    )
+    out = site_polish.polish_html(html, tmp_path / "index.html", tmp_path)
+    assert "<title>Attention</title>" in out
+    assert "fontawesome" not in out and "searchindex" not in out
+    assert out.count("<h1>") == 1 and '<p class="attnlab-print-title">Attention' in out
+    search = site_polish.polish_html(html, tmp_path / "search.html", tmp_path)
+    assert "searchindex.js" in search  # the search page loads its index
+
+
+def test_scripts_deferred_and_search_tools_on_the_search_page_only(tmp_path):
+    html = (
+        '<head><script src="../_static/documentation_options.js?v=1"></script>'
+        '<script src="../_static/doctools.js?v=2"></script>'
+        '<script src="../_static/searchtools.js"></script>'
+        '<script src="../_static/language_data.js"></script></head>'
+    )
+    out = site_polish.polish_html(html, tmp_path / "chapters" / "x.html", tmp_path)
+    assert '<script src="../_static/documentation_options.js' in out  # used inline
+    assert '<script defer src="../_static/doctools.js' in out
+    assert "searchtools" not in out and "language_data" not in out
+
+
+def test_links_to_the_twins_under_the_title():
+    html = (
+        '<section><h1>5. Self-attention<a class="headerlink" href="#s">#</a></h1><p>x</p>'
+        '<div class="attnlab-twin tex2jax_ignore mathjax_ignore" data-twin="sqrt_dk" '
+        'id="tw-1" role="group" aria-label="Why divide by √d_k">'
+        '<div class="attnlab-twin tex2jax_ignore mathjax_ignore" data-twin="mask_lab" '
+        'id="tw-2" role="group" aria-label="Mask lab">'
+    )
+    out = site_polish.jump_to_twins(html)
+    line = out[out.index("</h1>") + 5 : out.index("<p>x</p>")]
+    assert '<a href="#tw-1">Why divide by √d_k</a>' in line
+    assert '<a href="#tw-2">Mask lab</a>' in line
+    assert site_polish.jump_to_twins(out) == out
+    assert site_polish.jump_to_twins("<h1>No twin</h1>") == "<h1>No twin</h1>"
+
+
+@pytest.mark.skipif(
+    not (site_polish.MATHJAX_NODE / "node-main.js").exists(),
+    reason="tools/vendor_js.sh has not vendored MathJax for Node.js",
+)
+def test_formulas_typeset_at_build_time(tmp_path):
+    pytest.importorskip("shutil").which("node") or pytest.skip("no Node.js")
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    (tmp_path / "vendor" / "mathjax" / "output").mkdir(parents=True)
+    (tmp_path / "vendor" / "mathjax" / "tex-mml-chtml.js").write_text("//")
+    html = (
+        "<html><head><script>window.MathJax = {}</script>"
+        '<script defer="defer" src="../vendor/mathjax/tex-mml-chtml.js?v=1"></script>'
+        "</head><body>"
+        '<p><span class="math notranslate nohighlight">\\(\\alpha &lt; 1\\)</span></p>'
+        '<div class="math notranslate nohighlight">\n\\[\\sum_j p_j = 1\\]</div>'
+        "</body></html>"
+    )
+    page.write_text(html)
+    site_polish.polish_dir(tmp_path)
+    out = page.read_text()
+    assert out.count("<mjx-container") == 2 and 'display="true"' in out
+    assert "<mjx-assistive-mml" in out  # MathML for screen readers
+    assert "<mo>&lt;</mo>" in out or "&lt;" in out
+    assert "tex-mml-chtml" not in out and "window.MathJax" not in out
+    assert 'href="../_static/mathjax-chtml.css"' in out
+    css = (tmp_path / "_static" / "mathjax-chtml.css").read_text()
+    assert "../vendor/mathjax/output/chtml/fonts/woff-v2" in css
+    # no page loads MathJax any more: only its fonts stay in the site
+    assert not (tmp_path / "vendor" / "mathjax" / "tex-mml-chtml.js").exists()
+    site_polish.polish_dir(tmp_path)
+    assert page.read_text() == out  # idempotent

@@ -491,7 +491,25 @@ PHONE_PROBE = r"""
       }
       return {twin: c.closest('[data-twin]').dataset.twin, name: c.name, w, h};
     });
-  return {vw, width, wide, figs, svgs, targets};
+  // Every figure and twin plot fits the screen or its box shows that it scrolls.
+  const scroller = (el) => { for (let p = el.parentElement; p; p = p.parentElement) {
+      if (p.scrollWidth > p.clientWidth + 1 && getComputedStyle(p).overflowX !== 'visible')
+        return p;
+      if (p === document.body) return null; } return null; };
+  const shown = Array.from(document.querySelectorAll(
+      '.cell_output img, .attnlab-snapshot img, .twin-plot svg, .twin-plot canvas'))
+    .filter((el) => el.getBoundingClientRect().width > 0);
+  let fit = 0, cued = 0; const uncued = [];
+  for (const el of shown) {
+    const box = scroller(el);
+    if (!box) { fit++; continue; }
+    const hint = box.previousElementSibling;
+    if (box.classList.contains('attnlab-scrolls') && hint
+        && hint.classList.contains('attnlab-scroll-hint')) cued++;
+    else if (uncued.length < 3) uncued.push((el.getAttribute('src') || el.tagName).slice(-30));
+    else uncued.push('');
+  }
+  return {vw, width, wide, figs, svgs, targets, fit, cued, uncued};
 })()
 """
 
@@ -517,6 +535,11 @@ def phone_problems(rel: str, p: dict) -> list[str]:
             out.append(
                 f"{rel}: twin {s['twin']}'s plot text is {s['px']:.1f} px on a phone"
             )
+    if p.get("uncued"):
+        out.append(
+            f"{rel}: {len(p['uncued'])} figures or twin plots are cropped on a phone "
+            f"with no cue that they scroll (e.g. {[u for u in p['uncued'] if u][:3]})"
+        )
     for t in p["targets"]:
         if t["w"] < MIN_TARGET_PX or t["h"] < MIN_TARGET_PX:
             out.append(
@@ -532,6 +555,142 @@ async def set_viewport(browser: Browser, metrics: dict) -> None:
     await browser.call("Emulation.setTouchEmulationEnabled", enabled=metrics["mobile"])
 
 
+# ------------------------------------------------------- weight, keyboard, theme
+# Issue 41's figures, measured on every page. Bytes: what a cold-cache load requests
+# from the site, each file counted as gzip -6 of its bytes on disk (what a gzip server
+# sends; deterministic, unlike timings). Budget per chapter page:
+MAX_PAGE_GZIP = 1_500_000
+MAX_TABS_TO_TWIN = 20
+
+
+@functools.cache
+def gzip_size(path: Path) -> int:
+    """Bytes of ``path`` compressed with gzip -6 (mtime 0: deterministic)."""
+    import gzip
+
+    return len(gzip.compress(path.read_bytes(), compresslevel=6, mtime=0))
+
+
+def requested_files(events: list[dict], base: str, root: Path) -> list[Path]:
+    """The site's files a page load requested (in ``events``), once each."""
+    from urllib.parse import unquote, urlsplit
+
+    files: dict[Path, None] = {}
+    for e in events:
+        if e["method"] != "Network.requestWillBeSent":
+            continue
+        url = e["params"]["request"]["url"]
+        if not url.startswith(base):
+            continue
+        rel = unquote(urlsplit(url).path).lstrip("/")
+        f = root / rel
+        if f.is_dir():
+            f = f / "index.html"
+        if f.is_file():
+            files[f] = None
+    return list(files)
+
+
+def page_bytes(events: list[dict], base: str, root: Path) -> tuple[int, list]:
+    """(gzip bytes of everything the load requested, the five largest files)."""
+    files = requested_files(events, base, root)
+    sizes = sorted(((gzip_size(f), f) for f in files), key=lambda x: -x[0])
+    return sum(n for n, _ in sizes), [
+        (str(f.relative_to(root)), n) for n, f in sizes[:5]
+    ]
+
+
+# Run in the page: the theme's figures (one <h1>, header buttons, fullscreen button,
+# the <title>, formulas in the tab order).
+THEME_PROBE = r"""
+(() => {
+  const vis = (el) => { const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden'; };
+  const btns = Array.from(document.querySelectorAll(
+      '.bd-header-article button, .bd-header-article a.btn, .bd-header-article .btn'))
+    .filter(vis).map((b) => { const r = b.getBoundingClientRect();
+      return {name: (b.getAttribute('aria-label') || b.title || b.textContent || '').trim()
+              .slice(0, 30), w: r.width, h: r.height}; });
+  const fs = Array.from(document.querySelectorAll('.btn-fullscreen-button')).filter(vis);
+  return {
+    h1: Array.from(document.querySelectorAll('h1')).filter(vis).length,
+    h1_all: document.querySelectorAll('h1').length,
+    title: document.title,
+    buttons: btns, fullscreen: fs.length,
+    // (a display formula wider than its column is a tab stop on purpose: it scrolls)
+    math_tabstops: document.querySelectorAll(
+        'mjx-container[tabindex="0"]:not([data-attnlab-scroller])').length,
+  };
+})()
+"""
+
+# Run in the page: focus the chapter's title (the first <h1>); true if found.
+FOCUS_TITLE = r"""
+(() => { const h = document.querySelector('main h1, h1'); if (!h) return false;
+  h.setAttribute('tabindex', '-1'); h.focus(); return document.activeElement === h; })()
+"""
+IN_TWIN = r"""
+(() => { const a = document.activeElement;
+  if (!a || !a.closest) return null;
+  if (a.closest('[data-twin]')) return 'twin';
+  if (a.closest('.attnlab-jump')) return 'jump';
+  return a.tagName; })()
+"""
+
+
+async def tabs_to_first_twin(
+    browser: Browser, via_jump: bool = False, limit: int = 200
+) -> int | None:
+    """Tab presses from the chapter title to the first twin control (None: no twin).
+    ``via_jump``: Tab to the line of links under the title, Enter on its first link,
+    then Tab: the presses of Tab counted (not the Enter)."""
+    if not await browser.evaluate("!!document.querySelector('[data-twin]')"):
+        return None
+    if not await browser.evaluate(FOCUS_TITLE):
+        return None
+    tab = {"key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9}
+    enter = {"key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}
+    jumped = False
+    for n in range(1, limit + 1):
+        await browser.call("Input.dispatchKeyEvent", type="rawKeyDown", **tab)
+        await browser.call("Input.dispatchKeyEvent", type="keyUp", **tab)
+        where = await browser.evaluate(IN_TWIN)
+        if where == "twin":
+            return n
+        if via_jump and where == "jump" and not jumped:
+            jumped = True
+            await browser.call("Input.dispatchKeyEvent", type="keyDown", **enter)
+            await browser.call("Input.dispatchKeyEvent", type="keyUp", **enter)
+            await asyncio.sleep(0.2)
+    return limit + 1
+
+
+def theme_problems(rel: str, t: dict, phone: bool) -> list[str]:
+    out = []
+    if not t:
+        return [f"{rel}: the theme could not be measured"]
+    if t["h1_all"] != 1:
+        out.append(f"{rel}: {t['h1_all']} <h1> elements (one per page)")
+    title = t["title"]
+    for sep in (" — ", " &#8212; "):
+        if sep in title and len(set(title.split(sep))) < len(title.split(sep)):
+            out.append(f"{rel}: the <title> repeats itself: {title!r}")
+    if t["math_tabstops"]:
+        out.append(f"{rel}: {t['math_tabstops']} formulas are in the tab order")
+    if phone:
+        if t["fullscreen"]:
+            out.append(f"{rel}: a fullscreen button on a phone")
+        small = [b for b in t["buttons"] if b["w"] < 43.5 or b["h"] < 43.5]
+        if small:
+            out.append(
+                f"{rel}: header buttons under 44 px on a phone: "
+                + ", ".join(
+                    f"{b['name']!r} {b['w']:.0f}x{b['h']:.0f}" for b in small[:4]
+                )
+            )
+    return out
+
+
 # ------------------------------------------------------------------ static twins
 # The widgets that run with no kernel (attnlab.widgets.twin): every twin on a page is
 # driven like a reader would drive it — set its controls, fire `input` — and what it
@@ -542,10 +701,14 @@ TWINS_ON_PAGE = r"""
 (() => Array.from(document.querySelectorAll('[data-twin]')).map((root) => {
   const data = root.querySelector('script.twin-data');
   const script = root.nextElementSibling;
+  const T = window.attnlabTwin;
+  const lazy = !!(data && data.getAttribute('data-src'));
   return {
     id: root.id, kind: root.dataset.twin, ready: root.dataset.twinReady === '1',
-    error: root.getAttribute('data-twin-error'),
-    data: data ? JSON.parse(data.textContent) : null,
+    error: root.getAttribute('data-twin-error'), lazy,
+    // a payload the website moved to a file (data-src): as the twin fetched it
+    data: lazy ? ((T && T.data && T.data[root.id]) || null)
+               : (data ? JSON.parse(data.textContent) : null),
     controls: Array.from(root.querySelectorAll('input, select')).map((c) => ({
       name: c.name, type: c.type, labelled: c.labels ? c.labels.length : 0,
       focusable: c.tabIndex >= 0 && !c.disabled})),
@@ -567,6 +730,8 @@ TWIN_SET = r"""
     if (c.type === 'checkbox') c.checked = !!value; else c.value = String(value);
     c.dispatchEvent(new Event('input', {bubbles: true}));
   }
+  // Updates run on the next frame (a text box: once typing pauses): run it now.
+  if (window.attnlabTwin && window.attnlabTwin.flush) window.attnlabTwin.flush(id);
   const actual = {};
   root.querySelectorAll('input, select').forEach((c) => {
     actual[c.name] = c.type === 'checkbox' ? c.checked
@@ -577,6 +742,11 @@ TWIN_SET = r"""
     readouts[el.dataset.readout] = {text: el.textContent,
                                     value: el.getAttribute('data-value')};
   });
+  // Exact values kept without an element (t.exact: every cell of a canvas heatmap).
+  const exact = (window.attnlabTwin && window.attnlabTwin.exact
+                 && window.attnlabTwin.exact[id]) || {};
+  for (const [name, value] of Object.entries(exact))
+    if (!(name in readouts)) readouts[name] = {text: '', value, exact: true};
   return {actual, readouts, error: root.getAttribute('data-twin-error'),
           decode_ms: root.dataset.decodeMs ? Number(root.dataset.decodeMs) : null};
 })
@@ -622,7 +792,11 @@ def _twin_case_problems(where: str, check, case: dict, got: dict, data) -> list[
                 f"{where} {case}: readout {name} = {r['value']} ({r['text']!r}), "
                 f"attnlab says {exp!r} (tolerance {tol:g})"
             )
-    blank = [n for n, r in got["readouts"].items() if r["text"].strip() in ("", "–")]
+    blank = [
+        n
+        for n, r in got["readouts"].items()
+        if not r.get("exact") and r["text"].strip() in ("", "–")
+    ]
     if blank:
         out.append(f"{where} {case}: readouts left blank: {blank[:5]}")
     return out
@@ -635,11 +809,34 @@ FOCUS_SLIDER = r"""
   if (!r) return null;
   if (Number(r.value) >= Number(r.max)) {  // leave room for one step to the right
     r.value = r.min; r.dispatchEvent(new Event('input', {bubbles: true}));
+    if (window.attnlabTwin && window.attnlabTwin.flush) window.attnlabTwin.flush(id);
   }
   r.focus();
   return Array.from(root.querySelectorAll('[data-readout]')).map((e) => e.textContent);
 })
 """
+
+
+# Run in the page: fill a twin's text box to its maxlength (its first value, repeated)
+# and time the keystroke (the `input` event) and the update it schedules, apart.
+LONGEST_INPUT = r"""
+((id) => {
+  const root = document.getElementById(id), c = root.querySelector('input[type=text]');
+  if (!c) return null;
+  const n = c.maxLength > 0 ? c.maxLength : 200, first = c.value || 'abc';
+  const text = (first + ' ').repeat(Math.ceil(n / (first.length + 1))).slice(0, n);
+  c.value = text;
+  const t0 = performance.now();
+  c.dispatchEvent(new Event('input', {bubbles: true}));
+  const key = performance.now() - t0, t1 = performance.now();
+  if (window.attnlabTwin.flush) window.attnlabTwin.flush(id);
+  const update = performance.now() - t1;
+  c.value = first; c.dispatchEvent(new Event('input', {bubbles: true}));
+  if (window.attnlabTwin.flush) window.attnlabTwin.flush(id);
+  return {n, key, update};
+})
+"""
+MAX_KEYSTROKE_MS = 16.0
 
 
 async def _keyboard_moves(browser: Browser, twin_id: str) -> bool:
@@ -672,6 +869,17 @@ async def check_twins(
 
     errors, lines = [], []
     twins = await browser.evaluate(TWINS_ON_PAGE) or []
+    if any(tw["lazy"] and not tw["ready"] for tw in twins):
+        # Payloads the website fetches when the twin nears the viewport: fetch now.
+        await browser.evaluate(
+            "document.querySelectorAll('[data-twin]').forEach((r) => "
+            "window.attnlabTwin && window.attnlabTwin.load(r.id))"
+        )
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            twins = await browser.evaluate(TWINS_ON_PAGE) or []
+            if all(tw["ready"] or tw["error"] for tw in twins):
+                break
     name = rel.replace("/", "_").removesuffix(".html")
     for tw in twins:
         where = f"{rel} twin {tw['kind']}"
@@ -721,10 +929,32 @@ async def check_twins(
         if mount > 1000:
             errors.append(f"{where}: took {mount:.0f} ms to start (budget 1000 ms)")
         timing = ""
+        longest = await browser.evaluate(f"({LONGEST_INPUT})({json.dumps(tw['id'])})")
+        if longest:
+            keys = []
+            for _ in range(4):  # the median of 5 keystrokes at the longest input
+                again = await browser.evaluate(
+                    f"({LONGEST_INPUT})({json.dumps(tw['id'])})"
+                )
+                keys.append(again)
+            keys.append(longest)
+            key_ms = sorted(k["key"] for k in keys)[2]
+            upd_ms = sorted(k["update"] for k in keys)[2]
+            timing += (
+                f"; at {longest['n']} characters a keystroke {key_ms:.1f} ms, "
+                f"the update after it {upd_ms:.1f} ms"
+            )
+            if key_ms > MAX_KEYSTROKE_MS:
+                errors.append(
+                    f"{where}: a keystroke at {longest['n']} characters takes "
+                    f"{key_ms:.0f} ms (budget {MAX_KEYSTROKE_MS:g} ms)"
+                )
         if decode:  # a trained model in the page: its weight and one decode's time
             decode.sort()
             median = decode[len(decode) // 2]
-            timing = f"; one decode {median:.1f} ms (median), {decode[-1]:.1f} ms (max)"
+            timing += (
+                f"; one decode {median:.1f} ms (median), {decode[-1]:.1f} ms (max)"
+            )
             if median > 50:
                 errors.append(f"{where}: a decode takes {median:.0f} ms (budget 50 ms)")
             if tw["bytes"] > 1_000_000 * len(check_models(tw["data"])):
@@ -765,11 +995,12 @@ async def run_twins_only(
 
 
 async def run(
-    exe: str, base: str, pages: list[str], shots: Path, axe_js: str
+    exe: str, base: str, pages: list[str], shots: Path, axe_js: str, root: Path
 ) -> list[str]:
     browser = Browser(exe)
     errors: list[str] = []
     table = []
+    figures: list[tuple] = []
     try:
         await browser.connect()
         for rel in pages:
@@ -777,8 +1008,29 @@ async def run(
             browser.take_events()
             probe = await browser.open(f"{base}/{rel}")
             page_errors = problems(rel, probe)
-            load_errs, load_counts = load_problems(rel, browser.take_events(), base)
+            events = browser.take_events()
+            load_errs, load_counts = load_problems(rel, events, base)
             page_errors += load_errs
+            gz, largest = page_bytes(events, base, root)
+            if rel.startswith("chapters/") and gz > MAX_PAGE_GZIP:
+                page_errors.append(
+                    f"{rel}: {gz / 1e6:.2f} MB transferred (gzip -6, cold cache; budget "
+                    f"{MAX_PAGE_GZIP / 1e6:.1f} MB); largest: {largest}"
+                )
+            theme = await browser.evaluate(THEME_PROBE) or {}
+            page_errors += theme_problems(rel, theme, phone=False)
+            # Tabs from the title to the first twin: straight through the page (every
+            # link and copy button before it; printed), and through the line of links
+            # under the title (Tab, Enter, Tab: asserted).
+            tabs = await tabs_to_first_twin(browser)
+            jump = await tabs_to_first_twin(browser, via_jump=True)
+            if jump is not None and jump > MAX_TABS_TO_TWIN:
+                page_errors.append(
+                    f"{rel}: {jump} Tab presses from the title to the first twin, "
+                    f"through the links under the title ({tabs} straight through; "
+                    f"budget {MAX_TABS_TO_TWIN})"
+                )
+            await browser.evaluate("window.scrollTo(0, 0)")
             a11y_errs, axe_counts = await a11y_problems(browser, rel, axe_js)
             page_errors += a11y_errs
             if rel.startswith("chapters/"):
@@ -800,6 +1052,9 @@ async def run(
             await browser.open(f"{base}/{rel}")
             phone = await browser.evaluate(PHONE_PROBE) or {}
             page_errors += phone_problems(rel, phone)
+            page_errors += theme_problems(
+                rel + " (phone)", await browser.evaluate(THEME_PROBE) or {}, phone=True
+            )
             phone_errs, phone_counts = load_problems(
                 rel + " (phone)", browser.take_events(), base
             )
@@ -821,6 +1076,10 @@ async def run(
             table.append(
                 (rel, axe_counts, phone.get("width"), load_counts, phone_counts)
             )
+            figures.append(
+                (rel, gz, tabs, jump, phone.get("fit", 0), phone.get("cued", 0),
+                 len(phone.get("uncued", [])))
+            )  # fmt: skip
     finally:
         if browser.ws is not None:
             browser.ws.close()
@@ -835,6 +1094,15 @@ async def run(
             f"{ax['minor']:3d}   {ax['bad_alt']:6d}  {width or 0:6d} px  "
             f"{lc['console'] + pc['console']:7d}  {lc['failed'] + pc['failed']:6d}  "
             f"{lc['outside'] + pc['outside']:7d}"
+        )
+    print(
+        "\npage                                  KB (gzip -6)  Tabs to twin: via links"
+        " / straight  figures@390: fit / scroll, cued / cropped, no cue"
+    )
+    for rel, gz, tabs, jump, fit, cued, uncued in figures:
+        t = "-" if tabs is None else f"{jump} / {tabs}"
+        print(
+            f"{rel:38s} {gz / 1024:12.0f}  {t:>25}  {fit:5d} / {cued:5d} / {uncued:5d}"
         )
     return errors
 
@@ -865,7 +1133,7 @@ def main(site: str, shots_dir: str) -> int:
         pages = [p for p in pages if p in only]
     server, base = serve(root)
     try:
-        errors = asyncio.run(run(exe, base, pages, shots, axe.read_text()))
+        errors = asyncio.run(run(exe, base, pages, shots, axe.read_text(), root))
     finally:
         server.shutdown()
     for e in errors:

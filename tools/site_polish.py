@@ -24,10 +24,38 @@ of the site is rewritten in place (each fix is idempotent, and the browser check
   dropped.
 * **Scripts that do not block the first paint.** require.js and the 3.6 MB widget
   manager get ``defer`` if the page still loads them synchronously.
+
+What keeps a chapter page light on a phone (issue 41; the browser check measures each
+page's bytes, gzip -6 of every resource, cold cache, and asserts <= 1.5 MB):
+
+* **No widget runtime on the website.** The ipywidgets HTML manager (embed-amd.js, 0.9 MB
+  gzip, and require.js) only redrew frozen snapshots: every embedded widget is written
+  here as what it showed (its images, as files in ``_images/``, and its settings), under
+  a notice that it needs a kernel; a snapshot sitting right above a twin that recomputes
+  the same is dropped (the twin's head then says nothing about a widget above). The
+  widget state (hundreds of KB of base64 PNGs) and the two scripts go. The notebook
+  editions keep their live ipywidgets.
+* **Model weights in cacheable files.** A twin payload over :data:`LAZY_PAYLOAD_BYTES`
+  (a trained model's weights) moves to ``_static/twin-data/<hash>.json``; the page keeps
+  ``data-src`` and the twin runtime (core.js) fetches it when the twin nears the
+  viewport. The notebook editions keep their payloads inline (Colab serves no files).
+* **The search index on demand.** ``searchindex.js`` loads on the search page only (the
+  theme's search box submits to it); other pages no longer fetch it.
+* **Icons from the theme's webfonts.** The theme's CSS already draws Font Awesome icons
+  from its woff2 fonts; the 1.5 MB fontawesome.js (SVG replacement) is dropped.
+* **A twin within reach of the keyboard.** Under the chapter's title, a line links each
+  twin on the page (Tab, Enter: the next Tab is in the twin).
+* **Theme nits.** One ``<h1>`` per page (the sidebar's site title is not a heading);
+  the home page's ``<title>`` does not repeat the site title.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as _html
+import json
+import os
 import re
 import struct
 from pathlib import Path
@@ -99,8 +127,259 @@ def _defer(text: str) -> str:
     )
 
 
-def polish_html(text: str, page: Path) -> str:
-    """The fixes of this module applied to one page's HTML."""
+# ------------------------------------------------------------- issue 41: weight
+LAZY_PAYLOAD_BYTES = 50_000  # a twin payload above this moves to a file (weights)
+_TWIN_DATA = re.compile(
+    r'<script type="application/json" class="twin-data">(.*?)</script>', re.S
+)
+_VIEW = re.compile(
+    r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S
+)
+_STATE = re.compile(
+    r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>\s*',
+    re.S,
+)
+_CELL = '<div class="cell docutils container'
+# The twin's head when it follows a widget (attnlab.course.twin.HEAD_AFTER_WIDGET) and
+# when it stands alone (HEAD): on the website the widget above is gone.
+_HEAD_AFTER_WIDGET = (
+    "<b>Runs in your browser</b>: on the website, where the widget above is a "
+    "snapshot, this panel recomputes."
+)
+_HEAD = "<b>Runs in your browser</b> (works on the website too)."
+SNAPSHOT_NOTE = (
+    "Snapshot of a notebook widget{at}: its controls need a running Python kernel. "
+    "Open the notebook (rocket icon at the top of the page) to use them."
+)
+
+
+def _rel(page: Path, target: Path) -> str:
+    return os.path.relpath(target, page.parent).replace(os.sep, "/")
+
+
+def lazy_twin_payloads(text: str, page: Path, site: Path) -> str:
+    """Twin payloads over LAZY_PAYLOAD_BYTES into ``_static/twin-data/<hash>.json``;
+    the page keeps an empty payload with ``data-src`` (core.js fetches it)."""
+
+    def move(m: re.Match) -> str:
+        body = m.group(1)
+        if len(body.encode()) <= LAZY_PAYLOAD_BYTES:
+            return m.group(0)
+        digest = hashlib.sha256(body.encode()).hexdigest()[:20]
+        target = site / "_static" / "twin-data" / f"{digest}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_text(body, encoding="utf-8")
+        src = _html.escape(_rel(page, target))
+        return (
+            f'<script type="application/json" class="twin-data" data-src="{src}">'
+            "{}</script>"
+        )
+
+    return _TWIN_DATA.sub(move, text)
+
+
+def _widget_parts(model_id: str, models: dict, seen: set) -> tuple[list, list]:
+    """(settings, outputs) of a widget and its children: settings as (description,
+    value) of its controls, outputs as the Output widgets' stored outputs."""
+    if model_id in seen or model_id not in models:
+        return [], []
+    seen.add(model_id)
+    m = models[model_id]
+    state = m.get("state", {})
+    settings, outputs = [], []
+    if m.get("model_name") == "OutputModel":
+        outputs += state.get("outputs", [])
+    desc = state.get("description")
+    if desc and "value" in state and not isinstance(state["value"], (dict, list)):
+        options = state.get("_options_labels")
+        value = state["value"]
+        if options and isinstance(value, int) and "index" in state:
+            value = options[state["index"]]
+        settings.append((str(desc).rstrip(":"), value))
+    for child in state.get("children", []):
+        if isinstance(child, str) and child.startswith("IPY_MODEL_"):
+            s, o = _widget_parts(child[len("IPY_MODEL_") :], models, seen)
+            settings += s
+            outputs += o
+    return settings, outputs
+
+
+def _snapshot_html(model_id: str, models: dict, page: Path, site: Path) -> str:
+    settings, outputs = _widget_parts(model_id, models, set())
+    body = []
+    for out in outputs:
+        data, meta = out.get("data", {}), out.get("metadata", {})
+        if out.get("output_type") == "stream":
+            body.append(
+                f'<pre class="attnlab-snapshot-text">{_html.escape(out.get("text", ""))}</pre>'
+            )
+        elif "image/png" in data:
+            raw = base64.b64decode("".join(data["image/png"]))
+            digest = hashlib.sha256(raw).hexdigest()[:20]
+            target = site / "_images" / f"widget-{digest}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                target.write_bytes(raw)
+            alt = (meta.get("image/png") or {}).get("alt") or (
+                "Figure the notebook widget drew for its initial settings"
+            )
+            body.append(
+                f'<img src="{_html.escape(_rel(page, target))}" loading="lazy" '
+                f'alt="{_html.escape(" ".join(str(alt).split()))}">'
+            )
+        elif "text/html" in data:
+            body.append("".join(data["text/html"]))
+        elif "text/plain" in data:
+            body.append(f"<pre>{_html.escape(''.join(data['text/plain']))}</pre>")
+    at = ""
+    if settings:
+        at = " (" + ", ".join(f"{d} = {v}" for d, v in settings) + ")"
+    note = _html.escape(SNAPSHOT_NOTE.format(at=at))
+    return (
+        f'<div class="attnlab-snapshot"><p class="attnlab-frozen-note">{note}</p>'
+        f"{''.join(body)}</div>"
+    )
+
+
+def _twin_follows(text: str, end: int) -> bool:
+    """Does a twin come right after position ``end`` (this cell or the next one, with
+    no heading and no prose paragraph in between)?"""
+    nxt = text.find(_CELL, end)
+    if nxt < 0:
+        return "data-twin=" in text[end:]
+    after = text.find(_CELL, nxt + len(_CELL))
+    region = text[end : after if after > 0 else len(text)]
+    k = region.find("data-twin=")
+    if k < 0:
+        return False
+    between = region[:k]
+    return not re.search(r"<h[1-6]\b|<section\b|<p>", between)
+
+
+def drop_widget_runtime(text: str, page: Path, site: Path) -> str:
+    """Embedded ipywidgets as static snapshots (or nothing, above a twin), with no
+    widget state and no widget runtime scripts."""
+    state_m = _STATE.search(text)
+    models = {}
+    if state_m:
+        try:
+            models = json.loads(state_m.group(1)).get("state", {})
+        except json.JSONDecodeError:
+            models = {}
+    out, pos, dropped = [], 0, False
+    for m in _VIEW.finditer(text):
+        out.append(text[pos : m.start()])
+        try:
+            model_id = json.loads(m.group(1))["model_id"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            model_id = ""
+        if _twin_follows(text, m.end()):
+            dropped = True  # the twin below recomputes what the snapshot showed
+        else:
+            out.append(_snapshot_html(model_id, models, page, site))
+        pos = m.end()
+    out.append(text[pos:])
+    text = "".join(out)
+    if dropped:
+        text = text.replace(_html.escape(_HEAD_AFTER_WIDGET, quote=False), _HEAD)
+        text = text.replace(_HEAD_AFTER_WIDGET, _HEAD)
+    text = _STATE.sub("", text)
+    text = re.sub(
+        r'<script\b[^>]*src="[^"]*(?:require\.js|embed-amd\.js)"[^>]*>\s*</script>\s*',
+        "",
+        text,
+    )
+    return text
+
+
+# Scripts that may wait for the page to be parsed (defer keeps their order; each only
+# acts on DOMContentLoaded or later): a dozen blocking requests no longer hold back the
+# first paint. documentation_options.js stays: inline scripts use it at once.
+_DEFERRABLE = (
+    "doctools.js", "sphinx_highlight.js", "clipboard.min.js", "copybutton.js",
+    "sphinx-book-theme.js", "togglebutton.js", "design-tabs.js", "attnlab.js",
+)  # fmt: skip
+
+
+def _defer_head_scripts(text: str) -> str:
+    def add(m: re.Match) -> str:
+        tag = m.group(0)
+        src = re.search(r'src="([^"?]*)', tag)
+        if not src or not src.group(1).endswith(_DEFERRABLE):
+            return tag
+        if re.search(r"\b(defer|async)\b", tag):
+            return tag
+        return tag.replace("<script ", "<script defer ", 1)
+
+    return re.sub(r"<script [^>]*src=\"[^\"]*\"[^>]*>", add, text)
+
+
+def lighter_theme(text: str, page: Path) -> str:
+    """Search index on the search page only; no fontawesome.js; one <h1>; a home page
+    <title> that does not repeat the site title."""
+    if page.name != "search.html":
+        # the theme's search box submits to search.html (search_as_you_type is off):
+        # the index and its tools are needed there only
+        text = re.sub(
+            r'<script src="[^"]*(?:searchindex|_static/searchtools|_static/language_data)'
+            r'\.js"></script>\s*',
+            "",
+            text,
+        )
+        text = _defer_head_scripts(text)
+    text = re.sub(
+        r"<(?:script|link)\b[^>]*_static/scripts/fontawesome\.js[^>]*>(?:\s*</script>)?\s*",
+        "",
+        text,
+    )
+    # The print-only copy of the title (sphinx-book-theme) is a second <h1>.
+    text = re.sub(
+        r'(<div id="jb-print-docs-body" class="onlyprint">\s*)<h1>(.*?)</h1>',
+        r'\1<p class="attnlab-print-title">\2</p>',
+        text,
+        flags=re.S,
+    )
+    # <title>A &#8212; A</title> (the home page: its title is the site's)
+    text = re.sub(
+        r"<title>(.+?) (?:&#8212;|—) \1</title>", r"<title>\1</title>", text, count=1
+    )
+    return text
+
+
+_TWIN_ROOT = re.compile(
+    r'<div class="attnlab-twin[^"]*" data-twin="([^"]+)" id="([^"]+)" role="group" '
+    r'aria-label="([^"]*)"'
+)
+
+
+def jump_to_twins(text: str) -> str:
+    """Right under the chapter's title, a line linking each twin on the page: from the
+    title, Tab then Enter reaches a twin, however much prose and code come before it
+    (formulas are out of the tab order; links and copy buttons are not)."""
+    if "attnlab-jump" in text:
+        return text
+    twins = _TWIN_ROOT.findall(text)
+    h1 = re.search(r"<h1>.*?</h1>", text, re.S)
+    if not twins or not h1:
+        return text
+    links = " · ".join(f'<a href="#{uid}">{title}</a>' for _, uid, title in twins)
+    many = "s" if len(twins) > 1 else ""
+    line = (
+        f'\n<p class="attnlab-jump">Interactive panel{many} on this page, running in '
+        f"your browser: {links}</p>"
+    )
+    return text[: h1.end()] + line + text[h1.end() :]
+
+
+def polish_html(text: str, page: Path, site: Path | None = None) -> str:
+    """The fixes of this module applied to one page's HTML (``site``: the site's root,
+    where extracted files go; default: the page's folder)."""
+    site = site or page.parent
+    text = drop_widget_runtime(text, page, site)
+    text = lazy_twin_payloads(text, page, site)
+    text = lighter_theme(text, page)
+    text = jump_to_twins(text)
     text = _IMG.sub(lambda m: _fix_img(m.group(0), page), text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
     text = re.sub(
@@ -115,6 +394,96 @@ def polish_html(text: str, page: Path) -> str:
     return text
 
 
+# ------------------------------------------------ formulas typeset at build time
+# MathJax typesetting hundreds of formulas in the page was most of a chapter's
+# main-thread time on a phone (4x CPU: seconds). The formulas are typeset once here,
+# with the same MathJax in Node.js (tools/mathjax_prerender.js), each with its MathML
+# for assistive technology; the pages then load a stylesheet, not MathJax.
+_MATH = re.compile(
+    r'<(span|div) class="math notranslate nohighlight"([^>]*)>(.*?)</\1>', re.S
+)
+MATHJAX_NODE = Path(__file__).resolve().parents[1] / "_vendor.node" / "mathjax-es5"
+MATH_CSS = "_static/mathjax-chtml.css"
+
+
+def _tex_of(kind: str, body: str) -> tuple[str, bool] | None:
+    tex = _html.unescape(body).strip()
+    if tex.startswith("\\(") and tex.endswith("\\)"):
+        return tex[2:-2], False
+    if tex.startswith("\\[") and tex.endswith("\\]"):
+        return tex[2:-2], True
+    if kind == "div" and "<" not in body:  # an amsmath environment
+        return tex, True
+    return None
+
+
+def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
+    """Every page's formulas as MathJax CommonHTML (see above); pages unchanged when
+    Node.js or the MathJax package (tools/vendor_js.sh) is missing."""
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if not node or not (MATHJAX_NODE / "node-main.js").exists():
+        print("site_polish: formulas left to MathJax in the page (no Node.js or no "
+              f"{MATHJAX_NODE}; run tools/vendor_js.sh)")  # fmt: skip
+        return pages
+    formulas: dict[tuple[str, bool], None] = {}
+    for text in pages.values():
+        for m in _MATH.finditer(text):
+            f = _tex_of(m.group(1), m.group(3))
+            if f:
+                formulas[f] = None
+    if not formulas:
+        return pages
+    todo = list(formulas)
+    css_file = site / MATH_CSS
+    fonts = _rel(css_file, site / "vendor" / "mathjax" / "output" / "chtml" / "fonts")
+    res = subprocess.run(
+        [node, str(Path(__file__).with_name("mathjax_prerender.js")),
+         str(MATHJAX_NODE), fonts + "/woff-v2"],
+        input=json.dumps(todo), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = json.loads(res.stdout)
+    done = {f: h for f, h in zip(todo, out["html"], strict=True) if h}
+    css_file.parent.mkdir(parents=True, exist_ok=True)
+    css_file.write_text(out["css"], encoding="utf-8")
+    result = {}
+    for page, text in pages.items():
+        missed = []
+
+        def render(m: re.Match, missed: list = missed) -> str:
+            if "<mjx-container" in m.group(3):
+                return m.group(0)  # typeset already
+            f = _tex_of(m.group(1), m.group(3))
+            if f is None or f not in done:
+                missed.append(m.group(3)[:60])
+                return m.group(0)
+            tag, attrs = m.group(1), m.group(2)
+            return (
+                f'<{tag} class="math notranslate nohighlight"{attrs}>{done[f]}</{tag}>'
+            )
+
+        new = _MATH.sub(render, text)
+        if new != text:
+            link = f'<link rel="stylesheet" href="{_rel(page, css_file)}" />'
+            new = new.replace("</head>", link + "\n</head>", 1)
+            if missed:
+                print(f"site_polish: {page.name}: {len(missed)} formulas left to "
+                      f"MathJax in the page, e.g. {missed[:2]}")  # fmt: skip
+            else:  # every formula typeset: no MathJax in this page
+                new = re.sub(
+                    r"<script>window\.MathJax = .*?</script>\s*", "", new, flags=re.S
+                )
+                new = re.sub(
+                    r"<script\b[^>]*mathjax/tex-mml-chtml\.js[^>]*>\s*</script>\s*",
+                    "",
+                    new,
+                )
+        result[page] = new
+    return result
+
+
 def polish_site(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -122,14 +491,32 @@ def polish_site(app: Sphinx, exception: Exception | None) -> None:
 
 
 def polish_dir(out: Path) -> None:
-    """Apply :func:`polish_html` to every page of a built site, in place."""
+    """Apply :func:`polish_html` to every page of a built site, in place, then typeset
+    the formulas (:func:`typeset_formulas`) and drop the MathJax runtime from the site
+    when no page loads it any more."""
+    old: dict[Path, str] = {}
+    new: dict[Path, str] = {}
     for page in out.rglob("*.html"):
         if "_static" in page.parts or "vendor" in page.parts:
             continue
-        old = page.read_text(encoding="utf-8")
-        new = polish_html(old, page)
-        if new != old:
-            page.write_text(new, encoding="utf-8")
+        old[page] = page.read_text(encoding="utf-8")
+        new[page] = polish_html(old[page], page, out)
+    new = typeset_formulas(new, out)
+    for page, text in new.items():
+        if text != old[page]:
+            page.write_text(text, encoding="utf-8")
+    mj = out / "vendor" / "mathjax"
+    if mj.is_dir() and not any("tex-mml-chtml.js" in t for t in new.values()):
+        # Only the fonts are used now (tools/mathjax_prerender.js's stylesheet).
+        import shutil
+
+        for child in list(mj.iterdir()):
+            if child.name == "output":
+                continue
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 def setup(app: Sphinx) -> dict:

@@ -38,7 +38,7 @@ attnlabTwin.define('seq2seq_live', function (t) {
       t.readout('message', refusal, refusal);
       t.readout('unknown', '', 'none');
       lines.innerHTML = '';
-      t.plot.innerHTML = '<p role="status">attnlab refuses this input: ' + t.esc(refusal) + '</p>';
+      t.plot.innerHTML = '<p>No heatmap: attnlab refuses this input (see below).</p>';
       var ms0 = performance.now() - t0;
       t.root.dataset.decodeMs = ms0.toFixed(3);
       t.readout('time', ms0, ms0.toFixed(1) + ' ms');
@@ -65,16 +65,14 @@ attnlabTwin.define('seq2seq_live', function (t) {
     // tokens, then the <eos> step); columns: the source tokens.
     var W = ra.weights.slice(0, Math.min(oa.length + 1, ra.weights.length));
     var rows = oa.concat(['<eos>']).slice(0, W.length);
-    var S = toks.length, Tn = W.length, cw = Math.max(10, Math.min(22, 320 / S)), ch = Math.max(9, Math.min(16, 300 / Tn)), x0 = 40, y0 = 28, b = '';
-    W.forEach(function (row, i) {
-      for (var j = 0; j < S; j++) {
-        b += '<rect x="' + (x0 + j * cw) + '" y="' + (y0 + i * ch) + '" width="' + (cw - 1) + '" height="' + (ch - 1) + '" fill="' + t.color(row[j]) + '">'
-          + '<title data-readout="w:' + i + ':' + j + '" data-value="' + row[j] + '">' + t.esc(rows[i]) + ' ← ' + t.esc(toks[j]) + ': ' + row[j].toFixed(3) + '</title></rect>';
-      }
-      b += t.text(x0 - 4, y0 + i * ch + ch - 3, rows[i], { 'text-anchor': 'end', 'font-size': 10 });
+    var S = toks.length, Tn = W.length;
+    // On a <canvas> above 400 cells (core.js): a 100-letter input made 11,000 SVG nodes.
+    t.heatmap({
+      rows: rows, cols: toks, W: W, x0: 40, y0: 28,
+      cw: Math.max(10, Math.min(22, 320 / S)), ch: Math.max(9, Math.min(16, 300 / Tn)),
+      colText: function (s) { return s.length > 2 ? '?' : s; },
+      caption: 'output ↓ · source letter →',
+      label: 'Attention of the reversal model while writing ' + oa.join('') + ' from ' + toks.join(''),
     });
-    toks.forEach(function (s, j) { b += t.text(x0 + j * cw + cw / 2, y0 - 6, s.length > 2 ? '?' : s, { 'text-anchor': 'middle', 'font-size': 10 }); });
-    b += t.text(0, 11, 'output ↓ · source letter →', { 'font-size': 10 });
-    t.plot.innerHTML = t.svg(Math.max(x0 + S * cw + 10, 200), y0 + Tn * ch + 4, b, 'Attention of the reversal model while writing ' + oa.join('') + ' from ' + toks.join(''));
   };
 });

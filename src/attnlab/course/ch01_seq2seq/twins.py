@@ -159,7 +159,9 @@ def seq2seq_live_twin(
         "seq2seq_live",
         title,
         controls=[
-            Text("source", "letters", examples[0], maxlength=100),
+            # Twice the longest training string (24): room to see it fail, and a
+            # decode that stays cheap per keystroke (issue 41).
+            Text("source", "letters", examples[0], maxlength=48),
             Select(
                 "example", "or pick one", (("", "…"), *((e, e) for e in examples)), ""
             ),

@@ -25,7 +25,7 @@ attnlabTwin.define('date_translator', function (t) {
       t.readout('output', '', '(no output)');
       t.readout('message', refusal, refusal);
       t.readout('unknown', '', 'none');
-      t.plot.innerHTML = '<p role="status">attnlab refuses this input: ' + t.esc(refusal) + '</p>';
+      t.plot.innerHTML = '<p>No heatmap: attnlab refuses this input (see below).</p>';
       var ms0 = performance.now() - t0;
       t.root.dataset.decodeMs = ms0.toFixed(3);
       t.readout('time', ms0, ms0.toFixed(1) + ' ms');
@@ -44,21 +44,15 @@ attnlabTwin.define('date_translator', function (t) {
     // source token; each cell carries its exact weight (for the browser check).
     var layer = +t.value('layer'), head = +t.value('head'), W = r.cross[layer][head];
     var rows = r.ids.map(function (id) { return d.tgt_itos[id] || '<unk>'; });
-    var S = toks.length, Tn = W.length, cw = Math.max(16, Math.min(30, 300 / S)), ch = 18, x0 = 48, y0 = 30, b = '';
-    rows.forEach(function (lab, i) {
-      for (var j = 0; j < S; j++) {
-        var v = W[i][j];
-        b += '<rect x="' + (x0 + j * cw) + '" y="' + (y0 + i * ch) + '" width="' + (cw - 1) + '" height="' + (ch - 1) + '" fill="' + t.color(v) + '">'
-          + '<title data-readout="w:' + i + ':' + j + '" data-value="' + v + '">' + t.esc(lab) + ' ← ' + t.esc(toks[j]) + ': ' + v.toFixed(3) + '</title></rect>';
-      }
-      b += t.text(x0 - 6, y0 + i * ch + ch - 5, lab, { 'text-anchor': 'end', 'font-size': 11 });
-      b += t.text(x0 + S * cw + 4, y0 + i * ch + ch - 5, (100 * r.probs[i]).toFixed(0) + '%', { 'font-size': 10 });
-    });
-    toks.forEach(function (s, j) {
-      b += t.text(x0 + j * cw + cw / 2, y0 - 6, s.length > 3 ? s.slice(0, 3) : s, { 'text-anchor': 'middle', 'font-size': 10 });
-    });
-    b += t.text(0, 12, 'written ↓ · source →  (right: probability of the written character)', { 'font-size': 10 });
+    var S = toks.length;
     var label = 'Cross-attention of layer ' + layer + ', head ' + head + ' while writing ' + (text_out || 'nothing') + ' from ' + toks.join(' ');
-    t.plot.innerHTML = t.svg(Math.max(x0 + S * cw + 40, 330), y0 + Tn * ch + 6, b, label);
+    // On a <canvas> above 400 cells (core.js): long inputs made thousands of SVG nodes.
+    t.heatmap({
+      rows: rows, cols: toks, W: W, x0: 48, y0: 30, cw: Math.max(16, Math.min(30, 300 / S)), ch: 18,
+      right: r.probs.slice(0, rows.length).map(function (p) { return (100 * p).toFixed(0) + '%'; }),
+      colText: function (s) { return s.length > 3 ? s.slice(0, 3) : s; },
+      caption: 'written ↓ · source →  (right: probability of the written character)',
+      label: label, minWidth: 330,
+    });
   };
 });

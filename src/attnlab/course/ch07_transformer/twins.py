@@ -140,7 +140,9 @@ def date_translator_twin(
         "date_translator",
         title,
         controls=[
-            Text("source", "date", examples[0], maxlength=100),
+            # Dates are under 20 characters; 40 leaves room to try odd ones, and a
+            # decode that stays cheap per keystroke (issue 41).
+            Text("source", "date", examples[0], maxlength=40),
             Select(
                 "example",
                 "or pick a held-out date",

@@ -88,7 +88,8 @@ class Range:
             f'<label for="{cid}">{html.escape(self.label)}</label>'
             f'<input type="range" id="{cid}" name="{self.name}" min="{self.min}" {_KEEP_KEYS} '
             f'max="{self.max}" step="{self.step}" value="{self.value}">'
-            f'<output for="{cid}" data-readout="{self.name}"></output>'
+            f'<output for="{cid}" data-readout="{self.name}" aria-live="off" '
+            f'aria-hidden="true"></output>'
         )
 
 
@@ -157,15 +158,24 @@ class Text:
 
 @dataclass(frozen=True)
 class Readout:
-    """A labelled number below the plot: ``label <output data-readout=name>``."""
+    """A labelled number below the plot: ``label <output data-readout=name>``.
+
+    The ``<output>`` is named by ``label`` and is not a live region of its own: the
+    twin's one status line says every readout once the reader stops moving a control
+    (core.js). ``announce=False`` leaves a readout out of it (a readout named ``time``
+    is always left out: timings change on every keystroke).
+    """
 
     name: str
     label: str
+    announce: bool = True
 
     def html(self) -> str:
+        quiet = "" if self.announce else ' data-announce="false"'
         return (
             f'<span class="twin-readout">{html.escape(self.label)} '
-            f'<output data-readout="{self.name}">–</output></span>'
+            f'<output data-readout="{self.name}" aria-label="{html.escape(self.label)}" '
+            f'aria-live="off"{quiet}>–</output></span>'
         )
 
 
@@ -208,6 +218,10 @@ html[data-theme=dark] .attnlab-twin{--tw-a1:#f0a060;--tw-a2:#7fb8f0;--tw-a3:#5cc
  border-bottom:1px solid var(--tw-border);font-variant-numeric:tabular-nums}
 html[data-theme=dark] body .bd-content div.cell_output div.text_html:has(div.attnlab-twin){
  background:transparent;color:inherit;padding:0}
+.attnlab-twin{position:relative}
+.attnlab-twin .twin-status{position:absolute;width:1px;height:1px;overflow:hidden;
+ clip:rect(0 0 0 0);white-space:nowrap;margin:-1px}
+.attnlab-twin .twin-canvas{display:inline-block;vertical-align:top}
 .attnlab-twin[data-twin-error]::after{content:"This widget failed: " attr(data-twin-error);
  color:var(--tw-a5)}
 """
@@ -288,6 +302,7 @@ class Twin:
             f'<div class="twin-controls">{controls}</div>'
             f'<div class="twin-plot"></div>'
             f'<div class="twin-readouts">{readouts}</div>{note}'
+            f'<div class="twin-status" role="status" aria-atomic="true"></div>'
             f'<script type="application/json" class="twin-data">'
             f"{_json_for_script(self.data)}</script></div>"
             f"<script>{js_source(self.kind, self.libs)}\nattnlabTwin.mount({json.dumps(uid)});"
