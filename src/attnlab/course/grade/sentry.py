@@ -98,8 +98,15 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
     def codes_of(fn):
         fn = _unwrap(fn)
         if isinstance(fn, type):
-            init = fn.__dict__.get("__init__")
-            return [init.__code__] if hasattr(init, "__code__") else []
+            # Every method of the class (forward, __call__, ...), not only its
+            # constructor: an object built with __new__ runs them all the same.
+            out = []
+            for member in vars(fn).values():
+                member = getattr(member, "__func__", member)
+                code = getattr(_unwrap(member), "__code__", None)
+                if code is not None:
+                    out.append(code)
+            return out
         code = getattr(fn, "__code__", None)
         return [code] if code is not None else []
 
@@ -251,6 +258,7 @@ def install(  # noqa: C901
         sorted(
             {package, *roots}
             | {os.path.abspath(p).rstrip("/") + "/" for p in protected}
+            | {os.path.realpath(p).rstrip("/") + "/" for p in protected}
         )
     )
     answer_code, forbidden, reference, all_check, c_forbidden = watched_codes(forbid)
@@ -280,7 +288,8 @@ def install(  # noqa: C901
     tobytes = np.ndarray.tobytes
     b64 = __import__("base64").b64encode
     isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
-    abspath = os.path.abspath
+    range_, tuple_, list_ = range, tuple, list
+    realpath = os.path.realpath
     fspath = os.fspath
     modes_fn = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
     dispatch_fn = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
@@ -370,12 +379,20 @@ def install(  # noqa: C901
             return {"v": x} if t is not float or x == x else {"float": repr_(x)}
         if t is str:
             return {"v": x[:20000]}
-        if t is tuple or t is list or t is torch.Size:
-            if len_(x) > 10000:
-                return {"reject": f"a {t.__name__} of {len_(x)} items"}
+        if isinstance_(x, (tuple_, list_)):
+            # Subclasses (a namedtuple, torch.return_types) are read as the plain
+            # sequence they are, through the base type's own methods: no method
+            # the notebook defined runs here.
+            base = tuple_ if isinstance_(x, tuple_) else list_
+            n = base.__len__(x)
+            kind = "Size" if t is torch.Size else base.__name__
+            if n > 10000:
+                return {"reject": f"a {kind} of {n} items"}
             return {
-                "seq": t.__name__,
-                "items": [encode(e, depth + 1, budget) for e in x],
+                "seq": kind,
+                "items": [
+                    encode(base.__getitem__(x, i), depth + 1, budget) for i in range_(n)
+                ],
             }
         if t is dict:
             if any(type_(k) is not str for k in x):
@@ -426,11 +443,15 @@ def install(  # noqa: C901
             names = (loc.get("name"),)
         else:
             names = cell_checks
+        caller = frame.f_back
+        own_call = caller is not None and not trusted(caller.f_code)
         for check in names:
             dotted = forbidden.get(check, {}).get(code)
             if dotted is None:
                 continue
-            if ans is not None or student_frames(frame.f_back):
+            # Counted only when a student's frame made the call: the library's own
+            # internal calls (SDPA under need_weights=False, ...) never count.
+            if own_call:
                 send("violation", what="forbidden", name=dotted, check=check)
                 return
         dotted = reference.get(code)
@@ -470,9 +491,14 @@ def install(  # noqa: C901
 
     def guarded_path(path) -> bool:
         try:
-            p = abspath(fspath(path))
+            raw = fspath(path)
+            if isinstance_(raw, bytes):
+                raw = raw.decode("utf-8", "surrogateescape")
+            if isinstance_(raw, int):  # a file descriptor: where it points
+                raw = f"/proc/self/fd/{raw}"
+            p = realpath(raw)  # after symlinks, "..", and a leading "//"
         except Exception:
-            return False
+            return True  # a path the grader cannot resolve is no path to write to
         return (p + "/").startswith(guarded) or p.startswith("/proc/")
 
     def hook(event, args):
@@ -515,9 +541,11 @@ def install(  # noqa: C901
                     for check, dotted in c_watched.get(args[1], ()):
                         if check == "*":
                             send("violation", what="tamper", name="started a thread")
-                        elif (
+                        elif trusted(args[0].f_code):
+                            continue  # the library calling its own C function
+                        elif check in state["checks"] or (
                             answer_frame(args[0]) is not None
-                            or check in state["checks"]
+                            and answer_frame(args[0]).f_locals.get("name") == check
                         ):
                             send(
                                 "violation", what="forbidden", name=dotted, check=check
@@ -531,6 +559,13 @@ def install(  # noqa: C901
                 if op == "begin":
                     state["student"], state["check"] = True, bool(args[2])
                     state["checks"] = tuple(args[3])
+                    if state["check"] and thread_count() > state["threads"]:
+                        send(
+                            "violation",
+                            what="tamper",
+                            name="a thread the notebook started was alive when the "
+                            "check began",
+                        )
                     if state["check"]:  # the profile costs time: checks only
                         setprofile(profile)
                     send("ack", op=op, nonce=given)
@@ -545,6 +580,7 @@ def install(  # noqa: C901
                     send("ack", op=op, nonce=given)
                 else:  # sync after a chapter cell: take its changes as the new normal
                     patched()
+                    state["threads"] = thread_count()
                     send("ack", op=op, nonce=given)
                 return
             if event in ("sys.setprofile", "sys.settrace"):
@@ -570,6 +606,17 @@ def install(  # noqa: C901
                     return block("write", f"{event} {args[0]!s}")
             elif not state["student"]:
                 return
+            elif (
+                event in ("compile", "exec")
+                and len_(args) > 1
+                and isinstance_(args[1], (str, bytes))
+                and str_(args[1]).startswith(roots)
+            ):
+                return block("tamper", f"compiled code as {args[1]!s}")
+            elif event == "code.__new__" and str_(args[1]).startswith(roots):
+                return block("tamper", f"built a code object as {args[1]!s}")
+            elif event == "_thread.start_new_thread" and student_on_stack(getframe(2)):
+                return block("tamper", "started a thread")
             elif event in PROCESS_EVENTS or event.startswith("os.exec"):
                 if student_on_stack(getframe(2)):
                     return block("tamper", f"started a process ({event})")
@@ -580,10 +627,12 @@ def install(  # noqa: C901
                 event == "sys._getframe"
                 or (event == "object.__getattr__" and args[1] in FRAME_ATTRS)
             ):
-                found = student_frames(getframe(1))
-                if found:
-                    code = found[0].f_code
-                    where = f"{code.co_name} in {code.co_filename}:{found[0].f_lineno}"
+                # Only when the code that asked is the student's: the library reads
+                # frames for its own reasons (torch.manual_seed, assert_close, typing).
+                asker = getframe(2)
+                if not trusted(asker.f_code):
+                    code = asker.f_code
+                    where = f"{code.co_name} in {code.co_filename}:{asker.f_lineno}"
                     send("violation", what="frames", name=f"{event}, from {where}")
             elif trusted(getframe(2).f_code):
                 return  # library code at work (an import, a traceback printed, ...)
@@ -601,6 +650,8 @@ def install(  # noqa: C901
                 return block("tamper", "loaded marshalled code")
         return None
 
+    thread_count = _thread._count
+    state["threads"] = thread_count()
     profile = _make_profile((watched, answer_code, audit, tuple(c_watched)))
     profile_code = profile.__code__
     _core._GRADING = True
