@@ -195,6 +195,14 @@ browser-only:
 	$(PY) tools/browser_check.py _build/html _build/shots; \
 	echo "browser check: $$(( $$(date +%s) - start )) s"
 
+# The grader gives every chapter's own solutions full marks (sandboxes and clean runs
+# included): no false verdict on honest work. Slow (every chapter, plus a clean run per
+# exercise); its own CI job. GRADE_CHECK=full for the complete edition.
+GRADE_CHECK ?= chapters
+.PHONY: grade-check
+grade-check: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) tools/grade_check.py $(GRADE_CHECK)
+
 # Grade a student's notebook: make grade NB=path/to/submission.ipynb [GRADE_ARGS=...]
 .PHONY: grade
 grade: $(STAMP)

@@ -267,7 +267,11 @@ def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
     assert grade.main([*args, "--csv", str(gradebook)]) == 0
     data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
     assert data["status"] == "graded"
-    assert data["score"] == {"passed": 0, "total": len(data["exercises"])}
+    assert data["score"] == {
+        "passed": 0,
+        "total": len(data["exercises"]),
+        "written": 0,
+    }
     assert data["score"]["total"] >= 3
     for e in data["exercises"]:
         assert e["status"] == "not attempted", e
@@ -275,7 +279,9 @@ def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
     n = data["score"]["total"]
     header, row = gradebook.read_text().splitlines()
     assert header.startswith("student,submission,status,passed,total,percent,2.1,")
-    assert row.endswith(f",graded,0,{n},0.0," + ",".join(["not attempted"] * n))
+    assert row.endswith(
+        f",graded,0,{n},0.0," + ",".join(["not attempted"] * n) + ",0,ok"
+    )
     text = (out / f"{CHAPTER.stem}.grade.txt").read_text()
     assert text.count("not attempted") == data["score"]["total"]
     assert "score: 0/" in text

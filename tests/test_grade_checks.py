@@ -67,9 +67,7 @@ def _run(name: str, kind: str, monkeypatch) -> tuple[bool, int]:
 
 
 @pytest.mark.parametrize("name", _names())
-def test_every_check_rejects_an_all_true_bool_tensor_and_a_constant(
-    name, monkeypatch
-):
+def test_every_check_rejects_an_all_true_bool_tensor_and_a_constant(name, monkeypatch):
     for kind in ("bool", "const"):
         ok, calls = _run(name, kind, monkeypatch)
         assert calls >= 1, f"{name}: the stand-in answer was never called"

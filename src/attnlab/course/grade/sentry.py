@@ -94,6 +94,7 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
     c_forbidden: dict = {}
     reference: dict = {}
     all_check: set = set()
+    class_codes: set = set()
 
     def codes_of(fn):
         fn = _unwrap(fn)
@@ -144,6 +145,8 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
                 codes = codes_of(obj)
                 for c in codes:
                     table[c] = dotted
+                if isinstance(_unwrap(obj), type):
+                    class_codes.update(codes)
                 if not codes and callable(obj):  # a C function (torch.softmax, ...)
                     c_forbidden.setdefault(obj, []).append((check, dotted))
     answer = _core._call_answer.__code__
@@ -154,6 +157,7 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
     from attnlab.check import _diagnose
 
     all_check.discard(_diagnose._Tracked.__call__.__code__)
+    watched_codes.class_codes = class_codes  # type: ignore[attr-defined]
     return answer, forbidden, reference, all_check, c_forbidden
 
 
@@ -262,6 +266,8 @@ def install(  # noqa: C901
         )
     )
     answer_code, forbidden, reference, all_check, c_forbidden = watched_codes(forbid)
+    class_codes = frozenset(watched_codes.class_codes)  # type: ignore[attr-defined]
+    call_machinery = ("_call_impl", "_wrapped_call_impl", "__call__")
     watched = frozenset(
         {answer_code, *reference, *(c for t in forbidden.values() for c in t)}
     )
@@ -290,6 +296,8 @@ def install(  # noqa: C901
     isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
     range_, tuple_, list_ = range, tuple, list
     realpath = os.path.realpath
+    open_ = open
+    file_texts: dict = {}
     fspath = os.fspath
     modes_fn = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
     dispatch_fn = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
@@ -444,6 +452,15 @@ def install(  # noqa: C901
         else:
             names = cell_checks
         caller = frame.f_back
+        if code in class_codes:
+            # A forbidden class's method reached through nn.Module.__call__: the call
+            # is the frame that called the module.
+            while (
+                caller is not None
+                and caller.f_code.co_name in call_machinery
+                and trusted(caller.f_code)
+            ):
+                caller = caller.f_back
         own_call = caller is not None and not trusted(caller.f_code)
         for check in names:
             dotted = forbidden.get(check, {}).get(code)
@@ -488,6 +505,20 @@ def install(  # noqa: C901
                 index=index,
                 outcome=[str_(e) for e in outcome],
             )
+
+    def genuine(source, filename) -> bool:
+        """Is ``source`` the text of the file ``filename`` (a traceback reading it)?"""
+        try:
+            name = str_(filename if isinstance_(filename, str) else filename.decode())
+            if name not in file_texts:
+                with open_(name, "rb") as f:
+                    file_texts[name] = f.read()
+            text = file_texts[name]
+            if isinstance_(source, str):
+                source = source.encode("utf-8")
+            return isinstance_(source, bytes) and source == text
+        except Exception:
+            return False
 
     def guarded_path(path) -> bool:
         try:
@@ -607,13 +638,25 @@ def install(  # noqa: C901
             elif not state["student"]:
                 return
             elif (
-                event in ("compile", "exec")
+                event == "compile"
                 and len_(args) > 1
                 and isinstance_(args[1], (str, bytes))
                 and str_(args[1]).startswith(roots)
+                and not genuine(args[0], args[1])
+                and (
+                    isinstance_(args[0], (str, bytes))
+                    or not trusted(getframe(2).f_code)
+                )
             ):
+                # Code under a library file name would pass for the library's own:
+                # only the file's real text may be compiled under its name (what a
+                # traceback's source lookup does).
                 return block("tamper", f"compiled code as {args[1]!s}")
-            elif event == "code.__new__" and str_(args[1]).startswith(roots):
+            elif (
+                event == "code.__new__"
+                and str_(args[1]).startswith(roots)
+                and not trusted(getframe(2).f_code)
+            ):
                 return block("tamper", f"built a code object as {args[1]!s}")
             elif event == "_thread.start_new_thread" and student_on_stack(getframe(2)):
                 return block("tamper", "started a thread")
