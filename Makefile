@@ -94,7 +94,7 @@ book: $(STAMP) vendor
 
 # Refresh glue-snapshot.json from the last site build's executed chapters (if there is
 # one) and rewrite student/ and full/ from chapters/ + the snapshot + _config.yml, then
-# the grader's answer key (src/attnlab/course/grade/masters.json) from the masters and the
+# the grader's answer key (grader/src/attnlab_grade/masters.json) from the masters and the
 # student edition. One command for a new repository URL too: edit _config.yml, run
 # `make editions`.
 editions: $(STAMP)

@@ -163,7 +163,7 @@ def test_packaged_masters_are_fresh_and_used_without_a_clone(tmp_path, monkeypat
     assert masters.load() == masters.build(
         ROOT / "chapters", masters.editions_of(ROOT)
     ), (
-        "src/attnlab/course/grade/masters.json is stale: python -m attnlab.grade.build_masters "
+        "grader/src/attnlab_grade/masters.json is stale: python -m attnlab.grade.build_masters "
         "chapters student"
     )
     monkeypatch.chdir(tmp_path)  # no chapters/ here

@@ -264,3 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"STOPPED: {stop.removeprefix('PACKAGE ')}", file=sys.stderr)
         return 2
     return 1 if failed else 0
+
+
+def entry() -> None:
+    """The ``attnlab-grade`` console script."""
+    sys.exit(main())

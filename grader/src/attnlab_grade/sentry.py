@@ -61,7 +61,10 @@ def _trusted_roots() -> tuple[str, ...]:
 
     import attnlab
 
-    roots = {os.path.dirname(os.path.abspath(attnlab.__file__))}
+    roots = {
+        os.path.dirname(os.path.abspath(attnlab.__file__)),
+        os.path.dirname(os.path.abspath(__file__)),  # the grader's own package
+    }
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(name)
         if path:
@@ -257,10 +260,11 @@ def install(  # noqa: C901
     with open(key_file, "rb") as f:
         key = f.read()
     roots = _trusted_roots()
-    package = os.path.dirname(os.path.abspath(attnlab.__file__)) + "/"
+    package = os.path.dirname(os.path.realpath(attnlab.__file__)) + "/"
+    grader = os.path.dirname(os.path.realpath(__file__)) + "/"
     guarded = tuple(
         sorted(
-            {package, *roots}
+            {package, grader, *roots}
             | {os.path.abspath(p).rstrip("/") + "/" for p in protected}
             | {os.path.realpath(p).rstrip("/") + "/" for p in protected}
         )

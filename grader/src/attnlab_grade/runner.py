@@ -14,7 +14,7 @@ from pathlib import Path
 
 # The first cell every kernel runs, before any of the notebook's: the grader's sentry.
 INSTALL = """\
-import attnlab.grade.sentry as _attnlab_sentry
+import attnlab_grade.sentry as _attnlab_sentry
 _attnlab_sentry.install({port}, {key!r}, {protected!r}, {forbid!r})
 del _attnlab_sentry"""
 # A control message to the sentry (begin/end around a student's cell, sync after the
@@ -130,6 +130,11 @@ class Runner:
         # the installed packages, __pycache__ included (a forged .pyc would be loaded
         # by the next notebook's kernel).
         self.env = {**self.sandbox.env(os.environ), "ATTNLAB_STRICT": "0"}
+        # The kernel imports the sentry from this very copy of the grader (installed
+        # or, in a clone, beside the course's src/).
+        here = str(Path(__file__).resolve().parents[1])
+        paths = [here, *self.env.get("PYTHONPATH", "").split(os.pathsep)]
+        self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         self.replay: list[tuple[int, bool]] = []  # cells that succeeded: re-run
         # after a restart (with whether they are a student's)
         self.notes: list[str] = []

@@ -35,7 +35,13 @@ import ast
 import re
 import time
 
-from ..exercises import Exercise, cell_source, check_calls, find_exercises, is_solution
+from attnlab.course.exercises import (
+    Exercise,
+    cell_source,
+    check_calls,
+    find_exercises,
+    is_solution,
+)
 
 # Attributes and names no answer needs and a cheat does: frames, code objects, the
 # grader's hooks and internals.

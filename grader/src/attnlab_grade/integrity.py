@@ -9,11 +9,12 @@ import re
 import warnings
 from pathlib import Path
 
-from ..exercises import (
+from attnlab.course.exercises import (
     cell_source,
     find_exercises,
     normalise,
 )
+
 from . import masters as _masters
 
 OWN_OUTPUTS = (".graded.ipynb", ".grade.json", ".grade.txt")
@@ -95,7 +96,9 @@ def integrity_problems(sub, master) -> tuple[list[str], dict[str, list[int]]]:
 def default_masters() -> Path | None:
     """The repository's chapters/ when attnlab is an editable install, else None
     (the packaged integrity data is used)."""
-    repo = Path(__file__).resolve().parents[4] / "chapters"
+    import attnlab
+
+    repo = Path(attnlab.__file__).resolve().parents[2] / "chapters"
     return repo if repo.is_dir() else None
 
 
@@ -205,11 +208,14 @@ def _master_entry(found: Path | str) -> dict:
 
 
 def package_digest() -> str:
-    """SHA-256 over the installed attnlab package's files (names and contents)."""
-    root = Path(__file__).resolve().parents[1]
+    """SHA-256 over the installed attnlab package's files and the grader's own
+    (names and contents)."""
+    import attnlab
+
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-            h.update(str(p.relative_to(root)).encode() + b"\0")
-            h.update(p.read_bytes())
+    for root in (Path(attnlab.__file__).resolve().parent, Path(__file__).parent):
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+                h.update(f"{root.name}/{p.relative_to(root)}".encode() + b"\0")
+                h.update(p.read_bytes())
     return h.hexdigest()

@@ -26,7 +26,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..exercises import (
+from attnlab.course.exercises import (
     cell_source,
     chapter_number,
     find_exercises,
@@ -93,7 +93,7 @@ def build(folder: Path, editions: list[Path] = ()) -> dict:
 def load() -> dict:
     """The packaged data ({} when the package was built without it)."""
     try:
-        text = resources.files("attnlab.grade").joinpath(DATA).read_text()
+        text = resources.files("attnlab_grade").joinpath(DATA).read_text()
     except (FileNotFoundError, OSError):
         return {}
     return json.loads(text)

@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..exercises import (
+from attnlab.course.exercises import (
     Exercise,
     cell_source,
     check_calls,
     find_exercises,
     normalise,
 )
-from ..zmq_poll import sliced_zmq_polls
+from attnlab.course.zmq_poll import sliced_zmq_polls
+
 from . import masters as _masters
 from .integrity import (
     GradeError,
