@@ -9,7 +9,8 @@ with one added cell importing math and torch. Each notebook is a student:
   anything, the check's own reference answer as the solution, a forbidden call made
   through a closure after the in-kernel tripwire was switched off, an edited check;
 * patches in the kernel: ``print`` (the ✅ rewrite), ``torch.allclose``,
-  ``numpy.allclose``, ``attnlab.check``;
+  ``numpy.allclose``, ``attnlab.check`` — in a cell outside the exercises, which
+  no clean run executes (the notebook's own run reports them as integrity lines);
 * exits and files: ``sys.exit`` inside a solution, ``os._exit`` in a cell, a fake
   report written into the submissions folder;
 * attacks on the sentry: ``gc`` introspection, ``sys.setprofile(None)`` inside a
@@ -230,7 +231,9 @@ EXPECTED = {
     "bob_half": ["passed", "failed", "passed", "not attempted"],
     "carol_blank": ["not attempted"] * 4,
     "dave_local": ["failed", "flagged", "flagged", "refused"],
-    "erin_patches": ["flagged"] * 4,
+    # Patches in a cell outside the exercises cannot reach a clean run: the stubs
+    # are not attempted, and the notebook's own run reports the patches (integrity).
+    "erin_patches": ["not attempted"] * 4,
     "frank_files": ["passed", "errored", "errored", "flagged"],
     "grace_sentry": ["passed", "flagged", "flagged", "flagged"],
 }
@@ -290,13 +293,15 @@ def test_red_team_class_gets_exactly_the_grades_it_earned(tmp_path):
     assert REFERENCE in msg["dave_local"][1]
     assert "attnlab.attention.attend" in msg["dave_local"][2]
     assert "edited" in msg["dave_local"][3] and "cell " in msg["dave_local"][3]
+    erin = reports["erin_patches"]["integrity"]
     for name in ("builtins.print", "torch.allclose", "numpy.allclose", "winning_key"):
-        assert all(name in m for m in msg["erin_patches"]), (name, msg["erin_patches"])
+        assert any(name in m and "second opinion" in m for m in erin), (name, erin)
+    assert rows["erin_patches"]["integrity"] != "ok"
     assert "SystemExit" in msg["frank_files"][1]
     assert "killed the kernel" in msg["frank_files"][2]
     assert "frank_files.grade.json" in msg["frank_files"][3]
     # The fake report was overwritten by the real one, written after every kernel.
-    assert reports["frank_files"]["score"] == {"passed": 1, "total": 4}
+    assert reports["frank_files"]["score"] == {"passed": 1, "total": 4, "written": 0}
     assert "gc.get_objects" in msg["grace_sentry"][1]
     assert "sys.setprofile" in msg["grace_sentry"][2]
     assert "monitor" in msg["grace_sentry"][3]
@@ -614,3 +619,35 @@ def test_a_sandboxed_write_fails_even_for_root(tmp_path):
         box.close()
         other.close()
     assert not Path(box.root).exists() and box.pids() == []
+
+
+@pytest.mark.slow
+def test_honest_variants_of_chapter_6_pass(tmp_path):
+    """The book's own 6.1 (attnlab's SDPA, whose fast path calls torch's) and 6.2
+    (``torch.manual_seed`` reads frames inside torch), and 6.3 with
+    ``need_weights=False`` (PyTorch's SDPA path, forbidden to 6.1 only), in a notebook
+    cut down to its exercises: every one passes."""
+    master = json.loads((ROOT / "chapters" / "06_multi_head.ipynb").read_text())
+    keep = {0, 1}
+    for ex in exercises.find_exercises(master):
+        keep |= {ex.box_cell, *ex.work_cells, *ex.solution_cells, *ex.check_cells}
+    cut = {**master, "cells": [c for i, c in enumerate(master["cells"]) if i in keep]}
+    sub = copy.deepcopy(cut)
+    changed = 0
+    for cell in sub["cells"]:
+        src = exercises.cell_source(cell)
+        if "def torch_with_our_masks" in src and exercises.is_solution(cell):
+            cell["source"] = src.replace(
+                "key_padding_mask=flip(key_padding_mask))[0]",
+                "key_padding_mask=flip(key_padding_mask), need_weights=False)[0]",
+            )
+            changed += cell["source"] != src
+    assert changed == 1
+    master_path = tmp_path / "master" / "06_multi_head.ipynb"
+    master_path.parent.mkdir()
+    master_path.write_text(json.dumps(cut))
+    path = tmp_path / "06_multi_head.ipynb"
+    path.write_text(json.dumps(sub))
+    report = grade.grade(path, master=master_path, exercise_timeout=120)
+    assert [e.status for e in report.exercises] == ["passed"] * 3, report.to_text()
+    assert report.integrity == [], report.integrity

@@ -291,8 +291,24 @@ def grade(  # noqa: C901
                 for i in ex.work_cells + ex.solution_cells
                 if sub.cells[i].cell_type == "code"
             )
-            if untouched and second.status == "not attempted":
-                result = second  # the stub as published: nothing to run again
+            if untouched:  # the stub as published: a clean run can only agree
+                result = second
+                if second.status != "not attempted":
+                    result = ExerciseResult(
+                        number,
+                        ex.label,
+                        ex.title,
+                        ex.checks,
+                        "not attempted",
+                        f"{', '.join(ex.checks)}: not implemented yet (the exercise's "
+                        "cells are the published stub)",
+                        second.seconds,
+                    )
+                    if second.status == "flagged":
+                        report.integrity.append(
+                            f"{number} second opinion (the notebook's own run): "
+                            + second.message
+                        )
             elif prog and ex.label in prog.get("boxes", {}):
                 try:
                     result, notes = grade_exercise(
