@@ -133,8 +133,8 @@ preflight: $(STAMP)
 check: lint unit-quick stripped
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tools bench chapters
-	$(BIN)/ruff format --check src tests tools bench chapters
+	$(BIN)/ruff check src grader tests tools bench chapters
+	$(BIN)/ruff format --check src grader tests tools bench chapters
 	@start=$$(date +%s); $(PY) -m mypy; \
 	echo "mypy (the library, [tool.mypy] in pyproject.toml): $$(( $$(date +%s) - start )) s"
 

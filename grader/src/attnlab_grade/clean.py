@@ -89,8 +89,8 @@ SUSPECT_MODULES = {
     "code",
     "codeop",
     "pty",
-    "sys",
-}
+}  # not sys: sys.float_info is an honest answer's; its dangerous parts are in
+# SUSPECT_ATTRS (_getframe, setprofile, audit, ...) and "attnlab.check" strings
 
 
 def _check_modules() -> set[str]:
@@ -208,6 +208,8 @@ def static_flags(sources: list[str], forbidden: list[str]) -> list[str]:  # noqa
                 if node.func.id in SUSPECT_CALLS and node.func.id not in defined:
                     flags.append(f"calls {node.func.id}()")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if node.value.startswith(("attnlab.check", "attnlab.course")):
+                    flags.append(f"names the checks' own code ({node.value[:60]})")
                 for dotted, name, _, _ in wanted:
                     if _distinctive(name) and name in node.value:
                         flags.append(f"names {dotted} in a string")
