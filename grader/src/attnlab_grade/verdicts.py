@@ -291,7 +291,9 @@ def grade(  # noqa: C901
                 for i in ex.work_cells + ex.solution_cells
                 if sub.cells[i].cell_type == "code"
             )
-            if untouched:  # the stub as published: a clean run can only agree
+            if untouched and second.status in ("not attempted", "flagged"):
+                # The stub as published: a clean run can only find it not attempted
+                # (what flagged it happened elsewhere in the notebook).
                 result = second
                 if second.status != "not attempted":
                     result = ExerciseResult(
