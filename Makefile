@@ -96,7 +96,7 @@ book: $(STAMP) vendor
 
 # Refresh glue-snapshot.json from the last site build's executed chapters (if there is
 # one) and rewrite student/ and full/ from chapters/ + the snapshot + _config.yml, then
-# the grader's answer key (src/attnlab/course/grade/masters.json) from the masters and the
+# the grader's answer key (grader/src/attnlab_grade/masters.json) from the masters and the
 # student edition. One command for a new repository URL too: edit _config.yml, run
 # `make editions`.
 editions: $(STAMP)
@@ -138,8 +138,8 @@ preflight: $(STAMP)
 check: lint unit-quick stripped
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tools bench chapters
-	$(BIN)/ruff format --check src tests tools bench chapters
+	$(BIN)/ruff check src grader tests tools bench chapters
+	$(BIN)/ruff format --check src grader tests tools bench chapters
 	@start=$$(date +%s); $(PY) -m mypy; \
 	echo "mypy (the library, [tool.mypy] in pyproject.toml): $$(( $$(date +%s) - start )) s"
 
@@ -290,6 +290,14 @@ browser-perf: $(STAMP)
 	@start=$$(date +%s); \
 	$(PY) tools/browser_perf.py _build/html; \
 	echo "browser perf: $$(( $$(date +%s) - start )) s"
+
+# The grader gives every chapter's own solutions full marks (sandboxes and clean runs
+# included): no false verdict on honest work. Slow (every chapter, plus a clean run per
+# exercise); its own CI job. GRADE_CHECK=full for the complete edition.
+GRADE_CHECK ?= chapters
+.PHONY: grade-check
+grade-check: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) tools/grade_check.py $(GRADE_CHECK)
 
 # Grade a student's notebook: make grade NB=path/to/submission.ipynb [GRADE_ARGS=...]
 .PHONY: grade

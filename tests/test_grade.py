@@ -163,7 +163,7 @@ def test_packaged_masters_are_fresh_and_used_without_a_clone(tmp_path, monkeypat
     assert masters.load() == masters.build(
         ROOT / "chapters", masters.editions_of(ROOT)
     ), (
-        "src/attnlab/course/grade/masters.json is stale: python -m attnlab.grade.build_masters "
+        "grader/src/attnlab_grade/masters.json is stale: python -m attnlab.grade.build_masters "
         "chapters student"
     )
     monkeypatch.chdir(tmp_path)  # no chapters/ here
@@ -247,13 +247,21 @@ def test_master_found_by_title_when_the_file_was_renamed(tmp_path):
 
 
 @pytest.mark.slow
-def test_master_notebook_gets_full_marks(tmp_path):
-    report = grade.grade(CHAPTER, **LIMITS)
-    assert report.status == "graded" and report.integrity == []
-    assert report.total == len(exercises.find_exercises(_load(CHAPTER)))
-    assert [e.status for e in report.exercises] == ["passed"] * report.total, (
-        report.to_text()
-    )
+@pytest.mark.parametrize(
+    "chapter", [CHAPTER, ROOT / "chapters" / "03_smoothed_max.ipynb"], ids=["2", "3"]
+)
+def test_master_notebook_gets_full_marks(chapter):
+    """The chapter's own solutions, graded with clean runs: every auto-checked
+    exercise passes; a written one is counted apart (chapter 3's derivation)."""
+    report = grade.grade(chapter, **LIMITS)
+    assert report.status == "graded" and report.integrity == [], report.integrity
+    found = exercises.find_exercises(_load(chapter))
+    assert [e.label for e in report.exercises] == [e.label for e in found]
+    auto = [e for e in found if e.check_cells]
+    assert report.total == len(auto) and report.written == len(found) - len(auto)
+    assert [e.status for e in report.exercises] == [
+        "passed" if e.check_cells else "written" for e in found
+    ], report.to_text()
     assert report.passed == report.total
     assert not report.notes, report.notes
 
@@ -267,7 +275,11 @@ def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
     assert grade.main([*args, "--csv", str(gradebook)]) == 0
     data = json.loads((out / f"{CHAPTER.stem}.grade.json").read_text())
     assert data["status"] == "graded"
-    assert data["score"] == {"passed": 0, "total": len(data["exercises"])}
+    assert data["score"] == {
+        "passed": 0,
+        "total": len(data["exercises"]),
+        "written": 0,
+    }
     assert data["score"]["total"] >= 3
     for e in data["exercises"]:
         assert e["status"] == "not attempted", e
@@ -275,7 +287,9 @@ def test_untouched_student_edition_scores_zero_not_attempted(tmp_path):
     n = data["score"]["total"]
     header, row = gradebook.read_text().splitlines()
     assert header.startswith("student,submission,status,passed,total,percent,2.1,")
-    assert row.endswith(f",graded,0,{n},0.0," + ",".join(["not attempted"] * n))
+    assert row.endswith(
+        f",graded,0,{n},0.0," + ",".join(["not attempted"] * n) + ",0,ok"
+    )
     text = (out / f"{CHAPTER.stem}.grade.txt").read_text()
     assert text.count("not attempted") == data["score"]["total"]
     assert "score: 0/" in text

@@ -14,8 +14,7 @@ The library (``attnlab.*`` outside this folder) never imports from here. The map
         check.py           its exercise checks (attnlab.check.<name>), FORBIDDEN
         widgets.py         its ipywidgets: plain functions of plain values + sliders
         twins.py, *.js     its static twins and their scripts (not every chapter has some)
-      grade/             the grader (python -m attnlab.grade): sentry, replay, channel,
-                         runner, report, masters, build_masters, masters.json
+      (the grader lives in the repository's grader/: attnlab_grade, alias attnlab.grade)
 
 Chapters: ch01_seq2seq, ch02_recipe, ch03_mappings, ch04_structured,
 ch05_self_attention, ch06_multihead, ch07_transformer, ch08_fast_attention,

@@ -100,8 +100,11 @@ def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bo
             return False
         if got.is_complex() and not expected.is_complex():
             return False
-        if got.dtype == torch.bool or expected.dtype == torch.bool:
-            return bool(torch.equal(got.bool(), expected.bool()))
+        # Booleans are compared as booleans only when the expected answer is one
+        # (a mask); an all-True bool tensor is no answer to a float question, and a
+        # float tensor is no mask.
+        if expected.dtype == torch.bool or got.dtype == torch.bool:
+            return got.dtype == expected.dtype and bool(torch.equal(got, expected))
         g = got.detach().double().cpu()
         e = expected.detach().double().cpu()
         if torch.isnan(g).any():

@@ -48,12 +48,41 @@ def _report_paths(sub: Path, out: Path | None, names: dict[Path, str]) -> Path:
 
 
 def _grade_one(job: dict) -> tuple[str, Report | None, str]:
+    """Grade one submission; whatever goes wrong stays with it."""
     try:
         return job["sub"], grade(**job["kwargs"]), ""
     except PackageChanged as err:
         return job["sub"], None, f"PACKAGE {err}"
     except GradeError as err:
         return job["sub"], None, str(err)
+    except BaseException as err:  # noqa: BLE001 (anything: one notebook, one error)
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        return (
+            job["sub"],
+            None,
+            f"{job['sub']}: the grader failed on this notebook "
+            f"({type(err).__name__}: {str(err)[:300]})",
+        )
+
+
+FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def csv_safe(value):
+    """A CSV cell no spreadsheet runs as a formula (a leading quote when needed)."""
+    if isinstance(value, str) and value.startswith(FORMULA):
+        return "'" + value
+    return value
+
+
+def _write_report(report: Report, base: Path) -> None:
+    base.parent.mkdir(parents=True, exist_ok=True)
+    j, t = Path(f"{base}.grade.json"), Path(f"{base}.grade.txt")
+    j.write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    t.write_text(report.to_text())
+    print(report.to_text(), end="")
+    print(f"report: {j} and {t}\n", flush=True)
 
 
 def _stems(subs: list[Path]) -> dict[Path, str]:
@@ -165,14 +194,29 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append({"sub": str(sub), "kwargs": kwargs})
     results: dict[str, tuple[Report | None, str]] = {}
     stop = ""
+
+    def done(sub: str, report: Report | None, err: str) -> None:
+        # Each report is written as soon as its notebook's kernels have stopped:
+        # no later notebook can reach it (they run under other user ids).
+        results[sub] = (report, err)
+        if report is not None:
+            try:
+                _write_report(report, _report_paths(Path(sub), args.out, names))
+            except OSError as e:
+                results[sub] = (None, f"{sub}: the report could not be written ({e})")
+
     if args.jobs > 1 and len(jobs) > 1:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(_grade_one, j) for j in jobs]
+            futures = {pool.submit(_grade_one, j): j["sub"] for j in jobs}
             for f in as_completed(futures):
-                sub, report, err = f.result()
-                results[sub] = (report, err)
+                try:
+                    sub, report, err = f.result()
+                except BaseException as e:  # noqa: BLE001 (a worker died)
+                    sub, report = futures[f], None
+                    err = f"{sub}: the grader failed on this notebook ({e!r})"
+                done(sub, report, err)
                 if err.startswith("PACKAGE") and not stop:
                     stop = err
                     for other in futures:
@@ -182,11 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             if stop:
                 break
             sub, report, err = _grade_one(j)
-            results[sub] = (report, err)
+            done(sub, report, err)
             if err.startswith("PACKAGE"):
                 stop = err
-    # Reports are written only now, after every kernel has stopped: nothing a
-    # notebook wrote while it ran can stand in for them.
     rows, failed = [], 0
     for sub in subs:
         report, err = results.get(str(sub), (None, stop or "not graded"))
@@ -195,13 +237,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             rows.append({"student": names[sub], "submission": str(sub), "status": err})
             continue
-        base = _report_paths(sub, args.out, names)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        j, t = Path(f"{base}.grade.json"), Path(f"{base}.grade.txt")
-        j.write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n")
-        t.write_text(report.to_text())
-        print(report.to_text(), end="")
-        print(f"report: {j} and {t}\n")
         total = report.total
         row = {
             "student": names[sub],
@@ -212,16 +247,25 @@ def main(argv: list[str] | None = None) -> int:
             "percent": round(100 * report.passed / total, 1) if total else "",
         }
         row.update({e.number: e.status for e in report.exercises})
+        row["written"] = report.written
+        row["integrity"] = " | ".join(report.integrity) or "ok"
         rows.append(row)
     if args.csv:
-        keys = list(dict.fromkeys(k for r in rows for k in r))
+        tail = ["written", "integrity"]
+        keys = list(dict.fromkeys(k for r in rows for k in r if k not in tail))
+        keys += tail
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=keys)
             w.writeheader()
-            w.writerows(rows)
+            w.writerows([{k: csv_safe(v) for k, v in r.items()} for r in rows])
         print(f"gradebook: {args.csv} ({len(rows)} notebooks)")
     if stop:
         print(f"STOPPED: {stop.removeprefix('PACKAGE ')}", file=sys.stderr)
         return 2
     return 1 if failed else 0
+
+
+def entry() -> None:
+    """The ``attnlab-grade`` console script."""
+    sys.exit(main())

@@ -61,7 +61,10 @@ def _trusted_roots() -> tuple[str, ...]:
 
     import attnlab
 
-    roots = {os.path.dirname(os.path.abspath(attnlab.__file__))}
+    roots = {
+        os.path.dirname(os.path.abspath(attnlab.__file__)),
+        os.path.dirname(os.path.abspath(__file__)),  # the grader's own package
+    }
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(name)
         if path:
@@ -94,12 +97,20 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
     c_forbidden: dict = {}
     reference: dict = {}
     all_check: set = set()
+    class_codes: set = set()
 
     def codes_of(fn):
         fn = _unwrap(fn)
         if isinstance(fn, type):
-            init = fn.__dict__.get("__init__")
-            return [init.__code__] if hasattr(init, "__code__") else []
+            # Every method of the class (forward, __call__, ...), not only its
+            # constructor: an object built with __new__ runs them all the same.
+            out = []
+            for member in vars(fn).values():
+                member = getattr(member, "__func__", member)
+                code = getattr(_unwrap(member), "__code__", None)
+                if code is not None:
+                    out.append(code)
+            return out
         code = getattr(fn, "__code__", None)
         return [code] if code is not None else []
 
@@ -137,6 +148,8 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
                 codes = codes_of(obj)
                 for c in codes:
                     table[c] = dotted
+                if isinstance(_unwrap(obj), type):
+                    class_codes.update(codes)
                 if not codes and callable(obj):  # a C function (torch.softmax, ...)
                     c_forbidden.setdefault(obj, []).append((check, dotted))
     answer = _core._call_answer.__code__
@@ -147,6 +160,7 @@ def watched_codes(extra: dict[str, list[str]] | None = None):
     from attnlab.check import _diagnose
 
     all_check.discard(_diagnose._Tracked.__call__.__code__)
+    watched_codes.class_codes = class_codes  # type: ignore[attr-defined]
     return answer, forbidden, reference, all_check, c_forbidden
 
 
@@ -246,14 +260,18 @@ def install(  # noqa: C901
     with open(key_file, "rb") as f:
         key = f.read()
     roots = _trusted_roots()
-    package = os.path.dirname(os.path.abspath(attnlab.__file__)) + "/"
+    package = os.path.dirname(os.path.realpath(attnlab.__file__)) + "/"
+    grader = os.path.dirname(os.path.realpath(__file__)) + "/"
     guarded = tuple(
         sorted(
-            {package, *roots}
+            {package, grader, *roots}
             | {os.path.abspath(p).rstrip("/") + "/" for p in protected}
+            | {os.path.realpath(p).rstrip("/") + "/" for p in protected}
         )
     )
     answer_code, forbidden, reference, all_check, c_forbidden = watched_codes(forbid)
+    class_codes = frozenset(watched_codes.class_codes)  # type: ignore[attr-defined]
+    call_machinery = ("_call_impl", "_wrapped_call_impl", "__call__")
     watched = frozenset(
         {answer_code, *reference, *(c for t in forbidden.values() for c in t)}
     )
@@ -280,7 +298,10 @@ def install(  # noqa: C901
     tobytes = np.ndarray.tobytes
     b64 = __import__("base64").b64encode
     isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
-    abspath = os.path.abspath
+    range_, tuple_, list_ = range, tuple, list
+    realpath = os.path.realpath
+    open_ = open
+    file_texts: dict = {}
     fspath = os.fspath
     modes_fn = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
     dispatch_fn = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
@@ -370,12 +391,20 @@ def install(  # noqa: C901
             return {"v": x} if t is not float or x == x else {"float": repr_(x)}
         if t is str:
             return {"v": x[:20000]}
-        if t is tuple or t is list or t is torch.Size:
-            if len_(x) > 10000:
-                return {"reject": f"a {t.__name__} of {len_(x)} items"}
+        if isinstance_(x, (tuple_, list_)):
+            # Subclasses (a namedtuple, torch.return_types) are read as the plain
+            # sequence they are, through the base type's own methods: no method
+            # the notebook defined runs here.
+            base = tuple_ if isinstance_(x, tuple_) else list_
+            n = base.__len__(x)
+            kind = "Size" if t is torch.Size else base.__name__
+            if n > 10000:
+                return {"reject": f"a {kind} of {n} items"}
             return {
-                "seq": t.__name__,
-                "items": [encode(e, depth + 1, budget) for e in x],
+                "seq": kind,
+                "items": [
+                    encode(base.__getitem__(x, i), depth + 1, budget) for i in range_(n)
+                ],
             }
         if t is dict:
             if any(type_(k) is not str for k in x):
@@ -426,11 +455,24 @@ def install(  # noqa: C901
             names = (loc.get("name"),)
         else:
             names = cell_checks
+        caller = frame.f_back
+        if code in class_codes:
+            # A forbidden class's method reached through nn.Module.__call__: the call
+            # is the frame that called the module.
+            while (
+                caller is not None
+                and caller.f_code.co_name in call_machinery
+                and trusted(caller.f_code)
+            ):
+                caller = caller.f_back
+        own_call = caller is not None and not trusted(caller.f_code)
         for check in names:
             dotted = forbidden.get(check, {}).get(code)
             if dotted is None:
                 continue
-            if ans is not None or student_frames(frame.f_back):
+            # Counted only when a student's frame made the call: the library's own
+            # internal calls (SDPA under need_weights=False, ...) never count.
+            if own_call:
                 send("violation", what="forbidden", name=dotted, check=check)
                 return
         dotted = reference.get(code)
@@ -468,11 +510,30 @@ def install(  # noqa: C901
                 outcome=[str_(e) for e in outcome],
             )
 
-    def guarded_path(path) -> bool:
+    def genuine(source, filename) -> bool:
+        """Is ``source`` the text of the file ``filename`` (a traceback reading it)?"""
         try:
-            p = abspath(fspath(path))
+            name = str_(filename if isinstance_(filename, str) else filename.decode())
+            if name not in file_texts:
+                with open_(name, "rb") as f:
+                    file_texts[name] = f.read()
+            text = file_texts[name]
+            if isinstance_(source, str):
+                source = source.encode("utf-8")
+            return isinstance_(source, bytes) and source == text
         except Exception:
             return False
+
+    def guarded_path(path) -> bool:
+        try:
+            raw = fspath(path)
+            if isinstance_(raw, bytes):
+                raw = raw.decode("utf-8", "surrogateescape")
+            if isinstance_(raw, int):  # a file descriptor: where it points
+                raw = f"/proc/self/fd/{raw}"
+            p = realpath(raw)  # after symlinks, "..", and a leading "//"
+        except Exception:
+            return True  # a path the grader cannot resolve is no path to write to
         return (p + "/").startswith(guarded) or p.startswith("/proc/")
 
     def hook(event, args):
@@ -515,9 +576,11 @@ def install(  # noqa: C901
                     for check, dotted in c_watched.get(args[1], ()):
                         if check == "*":
                             send("violation", what="tamper", name="started a thread")
-                        elif (
+                        elif trusted(args[0].f_code):
+                            continue  # the library calling its own C function
+                        elif check in state["checks"] or (
                             answer_frame(args[0]) is not None
-                            or check in state["checks"]
+                            and answer_frame(args[0]).f_locals.get("name") == check
                         ):
                             send(
                                 "violation", what="forbidden", name=dotted, check=check
@@ -531,6 +594,13 @@ def install(  # noqa: C901
                 if op == "begin":
                     state["student"], state["check"] = True, bool(args[2])
                     state["checks"] = tuple(args[3])
+                    if state["check"] and thread_count() > state["threads"]:
+                        send(
+                            "violation",
+                            what="tamper",
+                            name="a thread the notebook started was alive when the "
+                            "check began",
+                        )
                     if state["check"]:  # the profile costs time: checks only
                         setprofile(profile)
                     send("ack", op=op, nonce=given)
@@ -545,6 +615,7 @@ def install(  # noqa: C901
                     send("ack", op=op, nonce=given)
                 else:  # sync after a chapter cell: take its changes as the new normal
                     patched()
+                    state["threads"] = thread_count()
                     send("ack", op=op, nonce=given)
                 return
             if event in ("sys.setprofile", "sys.settrace"):
@@ -570,6 +641,29 @@ def install(  # noqa: C901
                     return block("write", f"{event} {args[0]!s}")
             elif not state["student"]:
                 return
+            elif (
+                event == "compile"
+                and len_(args) > 1
+                and isinstance_(args[1], (str, bytes))
+                and str_(args[1]).startswith(roots)
+                and not genuine(args[0], args[1])
+                and (
+                    isinstance_(args[0], (str, bytes))
+                    or not trusted(getframe(2).f_code)
+                )
+            ):
+                # Code under a library file name would pass for the library's own:
+                # only the file's real text may be compiled under its name (what a
+                # traceback's source lookup does).
+                return block("tamper", f"compiled code as {args[1]!s}")
+            elif (
+                event == "code.__new__"
+                and str_(args[1]).startswith(roots)
+                and not trusted(getframe(2).f_code)
+            ):
+                return block("tamper", f"built a code object as {args[1]!s}")
+            elif event == "_thread.start_new_thread" and student_on_stack(getframe(2)):
+                return block("tamper", "started a thread")
             elif event in PROCESS_EVENTS or event.startswith("os.exec"):
                 if student_on_stack(getframe(2)):
                     return block("tamper", f"started a process ({event})")
@@ -580,10 +674,12 @@ def install(  # noqa: C901
                 event == "sys._getframe"
                 or (event == "object.__getattr__" and args[1] in FRAME_ATTRS)
             ):
-                found = student_frames(getframe(1))
-                if found:
-                    code = found[0].f_code
-                    where = f"{code.co_name} in {code.co_filename}:{found[0].f_lineno}"
+                # Only when the code that asked is the student's: the library reads
+                # frames for its own reasons (torch.manual_seed, assert_close, typing).
+                asker = getframe(2)
+                if not trusted(asker.f_code):
+                    code = asker.f_code
+                    where = f"{code.co_name} in {code.co_filename}:{asker.f_lineno}"
                     send("violation", what="frames", name=f"{event}, from {where}")
             elif trusted(getframe(2).f_code):
                 return  # library code at work (an import, a traceback printed, ...)
@@ -601,6 +697,8 @@ def install(  # noqa: C901
                 return block("tamper", "loaded marshalled code")
         return None
 
+    thread_count = _thread._count
+    state["threads"] = thread_count()
     profile = _make_profile((watched, answer_code, audit, tuple(c_watched)))
     profile_code = profile.__code__
     _core._GRADING = True

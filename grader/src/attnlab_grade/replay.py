@@ -18,7 +18,7 @@ import io
 import numpy as np
 import torch
 
-from .. import check_core as _core
+from attnlab.course import check_core as _core
 
 _current: contextvars.ContextVar = contextvars.ContextVar("attnlab_replay")
 

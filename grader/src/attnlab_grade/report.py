@@ -49,14 +49,24 @@ class Report:
 
     @property
     def total(self) -> int:
-        return len(self.exercises)
+        """The auto-checked exercises (a written one is graded by the instructor,
+        apart from the percentage)."""
+        return sum(e.status != "written" for e in self.exercises)
+
+    @property
+    def written(self) -> int:
+        return sum(e.status == "written" for e in self.exercises)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["seconds"] = round(self.seconds, 2)
         for e in d["exercises"]:
             e["seconds"] = round(e["seconds"], 2)
-        d["score"] = {"passed": self.passed, "total": self.total}
+        d["score"] = {
+            "passed": self.passed,
+            "total": self.total,
+            "written": self.written,
+        }
         d["counts"] = {s: sum(e.status == s for e in self.exercises) for s in STATUSES}
         return d
 
@@ -79,10 +89,12 @@ class Report:
             for a in e.answers:
                 text = textwrap.indent(a["text"], "    ")
                 lines.append(f"answer to {e.number}, cell {a['cell']}:\n{text}")
-        lines += [f"check cell changed: {p}" for p in self.integrity]
+        lines += [f"integrity: {p}" for p in self.integrity]
         lines += [f"note: {n}" for n in self.notes]
+        written = f", {self.written} written for you to grade" if self.written else ""
         lines.append(
-            f"score: {self.passed}/{self.total} passed  ({self.seconds:.1f} s; limits "
+            f"score: {self.passed}/{self.total} auto-checked passed{written}  "
+            f"({self.seconds:.1f} s; limits "
             f"{self.exercise_timeout:g} s per exercise cell, {self.cell_timeout:g} s "
             f"per other cell, {self.time_limit:g} s in all)"
         )

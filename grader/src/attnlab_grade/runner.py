@@ -14,13 +14,61 @@ from pathlib import Path
 
 # The first cell every kernel runs, before any of the notebook's: the grader's sentry.
 INSTALL = """\
-import attnlab.grade.sentry as _attnlab_sentry
+import attnlab_grade.sentry as _attnlab_sentry
 _attnlab_sentry.install({port}, {key!r}, {protected!r}, {forbid!r})
 del _attnlab_sentry"""
 # A control message to the sentry (begin/end around a student's cell, sync after the
 # chapter's own); the nonce is derived from the key, which the notebook never sees.
 CONTROL = '__import__("sys").audit("attnlab.grader", {op!r}, {nonce!r}, {check!r}, {checks!r})'
 PROBE_TIMEOUT = 20  # seconds an interrupted kernel gets to answer before a restart
+CELL_OUTPUT_CAP = 1 << 20  # characters of output kept per cell (the rest is dropped)
+NOTEBOOK_OUTPUT_CAP = 16 << 20  # characters of output kept per notebook
+
+
+def safe_client_class():
+    """nbclient's client, hardened against what a kernel sends back: output is capped
+    per cell and per notebook, and a malformed message is dropped (counted), never
+    raised into the grader."""
+    import nbclient
+    from nbclient.exceptions import CellExecutionComplete
+
+    class SafeClient(nbclient.NotebookClient):
+        kept = 0
+        dropped = 0
+        malformed = 0
+
+        def process_message(self, msg, cell, cell_index):
+            try:
+                kind = msg.get("msg_type")
+                content = msg.get("content")
+                if not isinstance(content, dict) or not isinstance(
+                    msg.get("parent_header"), dict
+                ):
+                    self.malformed += 1
+                    return None
+                if kind in ("stream", "display_data", "execute_result", "error"):
+                    size = len(str(content.get("text", ""))) + len(
+                        str(content.get("data", ""))
+                    )
+                    if kind == "error":
+                        size = min(size, 4096)
+                    per_cell = self.__dict__.setdefault("_per_cell", {})
+                    seen = per_cell.get(cell_index, 0) + size
+                    per_cell[cell_index] = seen
+                    self.kept += size
+                    if kind != "error" and (
+                        seen > CELL_OUTPUT_CAP or self.kept > NOTEBOOK_OUTPUT_CAP
+                    ):
+                        self.dropped += size
+                        return None
+                return super().process_message(msg, cell, cell_index)
+            except CellExecutionComplete:
+                raise
+            except Exception:  # a malformed IOPub message: the kernel sent it
+                self.malformed += 1
+                return None
+
+    return SafeClient
 
 
 @dataclass
@@ -55,9 +103,13 @@ class Runner:
         limit: float,
         protected: list[str] = (),
         forbid: dict | None = None,
+        sandbox=None,
     ):
-        import nbclient
+        from .sandbox import Sandbox, kernel_manager_class
 
+        self.sandbox = sandbox if sandbox is not None else Sandbox()
+        self.own_sandbox = sandbox is None
+        path = Path(self.sandbox.work) / path.name
         self.nb = nb
         self.protected = [str(p) for p in protected]
         self.forbid = {k: list(v) for k, v in (forbid or {}).items()}
@@ -65,8 +117,9 @@ class Runner:
         self.broken = ""  # why the sentry stopped answering, once it did
         self.cell_timeout = cell_timeout
         self.deadline = time.monotonic() + limit
-        self.client = nbclient.NotebookClient(
+        self.client = safe_client_class()(
             nb,
+            kernel_manager_class=kernel_manager_class(self.sandbox),
             timeout=int(cell_timeout),
             kernel_name=kernel,
             allow_errors=False,
@@ -76,7 +129,12 @@ class Runner:
         # No bytecode written by the kernel: the sentry then refuses every write into
         # the installed packages, __pycache__ included (a forged .pyc would be loaded
         # by the next notebook's kernel).
-        self.env = {**os.environ, "ATTNLAB_STRICT": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        self.env = {**self.sandbox.env(os.environ), "ATTNLAB_STRICT": "0"}
+        # The kernel imports the sentry from this very copy of the grader (installed
+        # or, in a clone, beside the course's src/).
+        here = str(Path(__file__).resolve().parents[1])
+        paths = [here, *self.env.get("PYTHONPATH", "").split(os.pathsep)]
+        self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         self.replay: list[tuple[int, bool]] = []  # cells that succeeded: re-run
         # after a restart (with whether they are a student's)
         self.notes: list[str] = []
@@ -108,6 +166,7 @@ class Runner:
         if self.channel is not None:
             self.channel.close()
         self.channel = ch = Channel()
+        self.sandbox.give(ch.key_file)
         code = INSTALL.format(
             port=ch.port, key=ch.key_file, protected=self.protected, forbid=self.forbid
         )
@@ -140,6 +199,22 @@ class Runner:
             self.client._cleanup_kernel()
         self.client.km = self.client.kc = None
         self.alive = False
+        # Whatever the kernel forked or left behind dies with it.
+        self.sandbox.kill_all()
+
+    def close(self) -> None:
+        """Stop the kernel and, if this runner made its sandbox, remove it."""
+        self.stop()
+        if self.client.dropped:
+            self.notes.append(
+                f"output capped: {self.client.dropped} characters of output dropped"
+            )
+        if self.client.malformed:
+            self.notes.append(
+                f"{self.client.malformed} malformed message(s) from the kernel ignored"
+            )
+        if self.own_sandbox:
+            self.sandbox.close()
 
     def _exec(self, cell, index: int, timeout: float | None = None) -> CellRun:
         from nbclient.exceptions import CellExecutionError, DeadKernelError

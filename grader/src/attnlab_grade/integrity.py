@@ -3,19 +3,33 @@ integrity data), where the master is, and the digest of the installed package.""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
 import warnings
 from pathlib import Path
 
-from ..exercises import (
+from attnlab.course.exercises import (
     cell_source,
-    chapter_number,
     find_exercises,
     normalise,
 )
+
 from . import masters as _masters
 
 OWN_OUTPUTS = (".graded.ipynb", ".grade.json", ".grade.txt")
+_TITLE_ID = re.compile(r"^#\s+(\d+[A-Za-z]?)\.\s", re.M)
+
+
+def chapter_id(nb) -> str | None:
+    """The chapter's id in its title (``# 2. ...`` -> "2", ``# 7a. ...`` -> "7a"):
+    the grader compares ids as text, so split chapters (7a, 7b) work too."""
+    for cell in nb["cells"][:4]:
+        if cell.get("cell_type") == "markdown":
+            m = _TITLE_ID.search(cell_source(cell))
+            if m:
+                return m.group(1).lstrip("0") or "0"
+    return None
 
 
 class GradeError(Exception):
@@ -40,7 +54,9 @@ def integrity_problems(sub, master) -> tuple[list[str], dict[str, list[int]]]:
     """
     problems: list[str] = []
     mapping: dict[str, list[int]] = {}
-    sub_ex = {e.label: e for e in find_exercises(sub)}
+    sub_ex: dict = {}
+    for e in find_exercises(sub):
+        sub_ex.setdefault(e.label, e)  # a repeated box: the first one counts
     for ex in find_exercises(master):
         published = [normalise(cell_source(master["cells"][i])) for i in ex.check_cells]
         if not published:
@@ -80,7 +96,9 @@ def integrity_problems(sub, master) -> tuple[list[str], dict[str, list[int]]]:
 def default_masters() -> Path | None:
     """The repository's chapters/ when attnlab is an editable install, else None
     (the packaged integrity data is used)."""
-    repo = Path(__file__).resolve().parents[3] / "chapters"
+    import attnlab
+
+    repo = Path(attnlab.__file__).resolve().parents[2] / "chapters"
     return repo if repo.is_dir() else None
 
 
@@ -90,9 +108,48 @@ def _read(path: Path):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return nbformat.read(str(path), as_version=4)
+            nb = nbformat.read(str(path), as_version=4)
     except Exception as err:
         raise GradeError(f"{path}: not a readable notebook ({err})") from err
+    return sanitised(nb, path)
+
+
+def sanitised(nb, path) -> object:
+    """A notebook whose every cell has a type the grader knows and a string source
+    (a list of strings is joined); anything else is refused with a clear message,
+    before any of it is used."""
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise GradeError(f"{path}: not a notebook (no list of cells)")
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            raise GradeError(f"{path}: cell {i} is not a cell")
+        kind = cell.get("cell_type")
+        if kind not in ("code", "markdown", "raw"):
+            raise GradeError(f"{path}: cell {i} has an unknown type {kind!r}")
+        src = cell.get("source", "")
+        if isinstance(src, list) and all(isinstance(s, str) for s in src):
+            cell["source"] = "".join(src)
+        elif not isinstance(src, str):
+            raise GradeError(
+                f"{path}: cell {i}'s source is a {type(src).__name__}, not text"
+            )
+        if not isinstance(cell.get("metadata", {}), dict):
+            cell["metadata"] = {}
+        meta = cell.setdefault("metadata", {})
+        tags = meta.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            meta["tags"] = []
+        if "attnlab" in meta:
+            own = meta["attnlab"]
+            if not isinstance(own, dict):
+                del meta["attnlab"]
+            elif not isinstance(own.get("exercise", ""), str):
+                del own["exercise"]
+        if kind == "code":
+            cell["outputs"] = []  # never trusted, never shown: the grader re-runs
+            cell["execution_count"] = None
+    return nb
 
 
 def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
@@ -104,12 +161,17 @@ def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
         raise GradeError(f"--master {master} does not exist")
     if master is not None and master.is_file():
         return master
-    n = chapter_number(sub)
+    n = chapter_id(sub)
     if master is not None:
         same = master / sub_path.name
         if same.is_file():
             return same
-        hits = sorted(master.glob(f"{n:02d}_*.ipynb")) if n is not None else []
+        hits = []
+        if n is not None:
+            for p in sorted(master.glob("*.ipynb")):
+                with contextlib.suppress(GradeError):
+                    if chapter_id(_read(p)) == n:
+                        hits.append(p)
         if len(hits) == 1:
             return hits[0]
         where = str(master)
@@ -117,7 +179,11 @@ def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
         data = _masters.load()
         if sub_path.name in data:
             return f"packaged:{sub_path.name}"
-        hits = [k for k, v in data.items() if n is not None and v["chapter"] == n]
+        hits = [
+            k
+            for k, v in data.items()
+            if n is not None and chapter_id(_masters.as_notebook(v)) == n
+        ]
         if len(hits) == 1:
             return f"packaged:{hits[0]}"
         where = "the course's chapters (packaged with attnlab)"
@@ -130,15 +196,26 @@ def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
 def _master_entry(found: Path | str) -> dict:
     if isinstance(found, str) and found.startswith("packaged:"):
         return _masters.load()[found.split(":", 1)[1]]
-    return _masters.skeleton(_read(Path(found)))
+    found = Path(found)
+    # The student edition beside the masters (a clone's student/): its setup cell
+    # and rendered markdown are the chapter's, not the student's.
+    editions = [
+        _read(e)
+        for e in [found.parent.parent / "student" / found.name]
+        if e.is_file() and e.resolve() != found.resolve()
+    ]
+    return _masters.skeleton(_read(found), editions)
 
 
 def package_digest() -> str:
-    """SHA-256 over the installed attnlab package's files (names and contents)."""
-    root = Path(__file__).resolve().parents[1]
+    """SHA-256 over the installed attnlab package's files and the grader's own
+    (names and contents)."""
+    import attnlab
+
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-            h.update(str(p.relative_to(root)).encode() + b"\0")
-            h.update(p.read_bytes())
+    for root in (Path(attnlab.__file__).resolve().parent, Path(__file__).parent):
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+                h.update(f"{root.name}/{p.relative_to(root)}".encode() + b"\0")
+                h.update(p.read_bytes())
     return h.hexdigest()

@@ -6,6 +6,10 @@
 * ``cells``: a skeleton of the notebook, enough for :func:`attnlab.course.exercises.find_exercises`
   (the title, every exercise box and every published check cell, in page order, with
   their sources) — no solution;
+* ``program``: the master's code cells that are no solution (the chapter's code, the
+  exercises' stubs and check cells) with the exercise each belongs to, and the index
+  of each exercise's box — what a clean run (:mod:`attnlab.grade.clean`) executes
+  before a student's answer. No solution is ever in it;
 * ``code`` and ``markdown``: SHA-256 digests of the normalised source of every cell
   that is not a solution, so the grader can tell the chapter's own cells (unchanged)
   from a student's.
@@ -22,7 +26,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..exercises import (
+from attnlab.course.exercises import (
     cell_source,
     chapter_number,
     find_exercises,
@@ -65,9 +69,12 @@ def skeleton(nb, editions: list | tuple = ()) -> dict:
     for cell in [c for n in (nb, *editions) for c in n["cells"]]:
         if not is_solution(cell) and cell.get("cell_type") in kinds:
             kinds[cell["cell_type"]].append(digest(cell_source(cell)))
+    from .clean import program
+
     return {
         "chapter": chapter_number(nb),
         "cells": out,
+        "program": program(nb),
         "code": sorted(set(kinds["code"])),
         "markdown": sorted(set(kinds["markdown"])),
     }
@@ -86,7 +93,7 @@ def build(folder: Path, editions: list[Path] = ()) -> dict:
 def load() -> dict:
     """The packaged data ({} when the package was built without it)."""
     try:
-        text = resources.files("attnlab.grade").joinpath(DATA).read_text()
+        text = resources.files("attnlab_grade").joinpath(DATA).read_text()
     except (FileNotFoundError, OSError):
         return {}
     return json.loads(text)
