@@ -56,6 +56,7 @@ from .positional import *  # noqa: F403
 from .structured import *  # noqa: F403
 from .train import noam_lr, noam_scheduler, token_loss
 from .transformer import *  # noqa: F403
+from .validation import debug, debugging
 
 __version__ = "0.1.0"
 
