@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from . import validation as V
 from .decoding import generate
 
 __all__ = ["KVCache", "CachedLMStep", "generate_with_cache"]
@@ -127,6 +128,9 @@ class CachedLMStep:
         self.seen: torch.Tensor | None = None  # the ids whose keys are cached (B, past)
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        fn = "CachedLMStep"
+        V.tensor(ids, "ids", fn, dim=2)
+        V.token_ids(ids, self.lm.config.tgt_vocab, "ids", fn)  # no IndexError inside
         past = len(self.cache)
         if self.seen is not None:
             if ids.dim() != 2 or ids.shape[0] != self.seen.shape[0]:
@@ -146,9 +150,9 @@ class CachedLMStep:
                 f"a cached step needs new tokens: prefix of length {ids.shape[1]}, "
                 f"{past} already cached"
             )
-        if ids.shape[1] > self.lm.cfg.max_len:
+        if ids.shape[1] > self.lm.config.max_len:
             raise ValueError(
-                f"prefix length {ids.shape[1]} exceeds max_len {self.lm.cfg.max_len}: "
+                f"prefix length {ids.shape[1]} exceeds max_len {self.lm.config.max_len}: "
                 "the uncached step crops the context, a cache of absolute positions "
                 "cannot"
             )
@@ -169,14 +173,16 @@ def generate_with_cache(
     """:meth:`TransformerLM.generate` with a KV cache — the same loop
     (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is
     run once, then one token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``;
-    needs ``T0 + n_new <= lm.cfg.max_len``."""
+    needs ``T0 + n_new <= lm.config.max_len``."""
+    V.tensor(prompt, "prompt", "generate_with_cache")
+    n_new = V.integer(n_new, "n_new", "generate_with_cache", low=0)
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(
             f"prompt must be (B, T0) with T0 >= 1, got {tuple(prompt.shape)}"
         )
-    if prompt.shape[1] + n_new > lm.cfg.max_len:
+    if prompt.shape[1] + n_new > lm.config.max_len:
         raise ValueError(
             f"prompt length {prompt.shape[1]} + n_new {n_new} exceeds max_len "
-            f"{lm.cfg.max_len}; use lm.generate, which crops the context"
+            f"{lm.config.max_len}; use lm.generate, which crops the context"
         )
     return generate(CachedLMStep(lm), prompt, n_new, temperature, generator)

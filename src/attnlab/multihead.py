@@ -231,38 +231,72 @@ class MultiHeadAttention(nn.Module):
         for t, name in ((query, "query"), (key, "key"), (value, "value")):
             V.finite(t, name, fn)
 
+    def check_torch(self, mha: nn.Module) -> None:
+        """Raise unless ``mha`` is an ``nn.MultiheadAttention`` whose every weight has
+        the shape of ours (widths, heads, kdim/vdim, biases, dtype). Copies nothing."""
+        fn = "load_torch"
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(
+                f"{fn} takes an nn.MultiheadAttention, got {type(mha).__name__}"
+            )
+        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads):
+            raise ValueError(
+                f"{fn}: shape mismatch: torch module has embed_dim={mha.embed_dim}, "
+                f"num_heads={mha.num_heads}; this one d_model={self.d_model}, "
+                f"n_heads={self.n_heads}"
+            )
+        if (mha.kdim, mha.vdim) != (self.kdim, self.vdim):
+            raise ValueError(
+                f"{fn}: torch module has kdim={mha.kdim}, vdim={mha.vdim}; this one "
+                f"kdim={self.kdim}, vdim={self.vdim}"
+            )
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError(
+                f"{fn}: add_bias_kv / add_zero_attn have no counterpart here"
+            )
+        if (mha.in_proj_bias is None) != (self.w_q.bias is None) or (
+            mha.out_proj.bias is None
+        ) != (self.w_o.bias is None):
+            raise ValueError(f"{fn}: one module has biases and the other does not")
+        for (ours, _), theirs in zip(self._torch_pairs(mha), self._torch_sources(mha)):
+            if ours.shape != theirs.shape:
+                raise ValueError(
+                    f"{fn}: weight of shape {tuple(theirs.shape)} does not fit ours "
+                    f"{tuple(ours.shape)}"
+                )
+            if ours.dtype != theirs.dtype:
+                raise TypeError(
+                    f"{fn}: torch module is {theirs.dtype}, this one {ours.dtype}"
+                )
+
+    def _torch_pairs(self, mha: nn.MultiheadAttention) -> list:
+        ours = [self.w_q.weight, self.w_k.weight, self.w_v.weight, self.w_o.weight]
+        if self.w_q.bias is not None:
+            ours += [self.w_q.bias, self.w_k.bias, self.w_v.bias, self.w_o.bias]
+        return [(t, None) for t in ours]
+
+    @staticmethod
+    def _torch_sources(mha: nn.MultiheadAttention) -> list:
+        if mha._qkv_same_embed_dim:
+            w = list(mha.in_proj_weight.chunk(3))  # 3 x (D, D)
+        else:
+            w = [mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight]
+        src = [*w, mha.out_proj.weight]
+        if mha.in_proj_bias is not None:
+            src += [*mha.in_proj_bias.chunk(3), mha.out_proj.bias]
+        return src
+
     @torch.no_grad()
     def load_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` (returns ``self``).
 
         PyTorch stacks the three input projections in ``in_proj_weight`` (3D, D) when
-        kdim = vdim = D (else ``q/k/v_proj_weight``); ``out_proj`` is ``w_o``. Its
-        boolean masks mean the opposite of ours: pass ``~mask`` to one of the two.
+        kdim = vdim = D (else ``q/k/v_proj_weight``); ``out_proj`` is ``w_o``. Every
+        shape is checked before anything is copied (:meth:`check_torch`): a mismatch
+        raises and leaves this module as it was. Its boolean masks mean the opposite
+        of ours: pass ``~mask`` to one of the two.
         """
-        if not isinstance(mha, nn.MultiheadAttention):
-            raise TypeError(
-                f"load_torch takes an nn.MultiheadAttention, got {type(mha).__name__}"
-            )
-        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads):
-            raise ValueError(
-                f"shape mismatch: torch module has embed_dim={mha.embed_dim}, "
-                f"num_heads={mha.num_heads}; this one d_model={self.d_model}, "
-                f"n_heads={self.n_heads}"
-            )
-        if mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("add_bias_kv / add_zero_attn have no counterpart here")
-        if mha._qkv_same_embed_dim:
-            w = mha.in_proj_weight.chunk(3)  # 3 x (D, D)
-        else:
-            w = (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight)
-        b = (None,) * 3 if mha.in_proj_bias is None else mha.in_proj_bias.chunk(3)
-        for lin, wi, bi in zip((self.w_q, self.w_k, self.w_v), w, b):
-            lin.weight.copy_(wi)
-            if (lin.bias is None) != (bi is None):
-                raise ValueError("one module has biases and the other does not")
-            if bi is not None:
-                lin.bias.copy_(bi)
-        self.w_o.weight.copy_(mha.out_proj.weight)
-        if self.w_o.bias is not None:
-            self.w_o.bias.copy_(mha.out_proj.bias)
+        self.check_torch(mha)
+        for (ours, _), theirs in zip(self._torch_pairs(mha), self._torch_sources(mha)):
+            ours.copy_(theirs)
         return self

@@ -31,12 +31,14 @@ annotation size (also the decoder state size), V vocabulary size.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from . import validation as V
 from .attention import attend
 from .data import Vocab
 from .decoding import greedy_decode
@@ -83,10 +85,12 @@ class Seq2SeqConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
-def _check_src(src, src_lengths):
-    if not isinstance(src, torch.Tensor) or src.dim() != 2:
-        shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
-        raise ValueError(f"src must be a (B, S) tensor of ids, got {shape}")
+def _check_src(src, src_lengths, vocab: int, fn: str = "Seq2Seq"):
+    V.tensor(src, "src", fn, dim=2)
+    V.token_ids(src, vocab, "src", fn)
+    V.tensor(src_lengths, "src_lengths", fn)
+    if src_lengths.is_floating_point() or src_lengths.dtype == torch.bool:
+        raise TypeError(f"{fn}: src_lengths must be integers, got {src_lengths.dtype}")
     if src_lengths.shape != (src.shape[0],):
         raise ValueError(
             f"src_lengths must have shape (B,) = ({src.shape[0]},), "
@@ -218,7 +222,7 @@ class Seq2Seq(nn.Module):
 
     >>> cfg = Seq2SeqConfig(src_vocab=16, tgt_vocab=16, attention="additive")
     >>> model = Seq2Seq(cfg)
-    >>> logits, weights = model(batch.src, batch.src_lengths, batch.tgt_in)
+    >>> logits, weights = model(batch.src, batch.tgt_in, batch.src_lengths)
     >>> ids, weights = model.greedy(batch.src, batch.src_lengths, max_len=30)
     """
 
@@ -241,17 +245,45 @@ class Seq2Seq(nn.Module):
     def attention(self) -> str | None:
         return self.config.attention
 
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
-        """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens."""
-        _check_src(src, src_lengths)
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
+        """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens.
+
+        ``src_lengths`` None: every source is S tokens long."""
+        V.tensor(src, "src", "Seq2Seq", dim=2)
+        if src_lengths is None:
+            src_lengths = torch.full((src.shape[0],), src.shape[1], device=src.device)
+        _check_src(src, src_lengths, self.config.src_vocab)
         annotations, summary = self.encoder(src, src_lengths)
         mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
         return annotations, summary, mask
 
     def forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
     ):
-        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None.
+
+        The order of :meth:`attnlab.Seq2SeqTransformer.forward` (and of
+        ``nn.Transformer``): ``(src, tgt_in, src_lengths=None)``. The 0.1 order
+        ``(src, src_lengths, tgt_in)`` is recognised by the ranks ((B,) then (B, T)),
+        warns (DeprecationWarning) and still works."""
+        if (
+            isinstance(tgt_in, torch.Tensor)
+            and isinstance(src_lengths, torch.Tensor)
+            and tgt_in.dim() == 1
+            and src_lengths.dim() == 2
+        ):
+            warnings.warn(
+                "Seq2Seq(src, src_lengths, tgt_in) is the 0.1 order; since attnlab "
+                "0.2 it is Seq2Seq(src, tgt_in, src_lengths), as Seq2SeqTransformer",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            tgt_in, src_lengths = src_lengths, tgt_in
+        V.tensor(tgt_in, "tgt_in", "Seq2Seq", dim=2)
+        V.token_ids(tgt_in, self.config.tgt_vocab, "tgt_in", "Seq2Seq")
         annotations, summary, mask = self.encode(src, src_lengths)
         return self.decoder(tgt_in, annotations, mask, summary)
 
@@ -259,9 +291,9 @@ class Seq2Seq(nn.Module):
 
     def logits(self, batch) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
-        return self(batch.src, batch.src_lengths, batch.tgt_in)[0]
+        return self(batch.src, batch.tgt_in, batch.src_lengths)[0]
 
-    def step(self, src, src_lengths, weights: bool = False) -> _GRUStep:
+    def step(self, src, src_lengths=None, weights: bool = False) -> _GRUStep:
         """A decoding step for these sources (see :mod:`attnlab.decoding`).
 
         It keeps the decoder state between calls, reads only the newest token of the
@@ -324,6 +356,11 @@ class _GRUStep:
 
     def __call__(self, prefix: torch.Tensor):
         """prefix (N, t) -> log-probs (N, V) [, weights (N, S)]; reads prefix[:, -1]."""
+        V.tensor(prefix, "prefix", "Seq2Seq.step", dim=2)
+        if prefix.shape[1] == 0:
+            raise ValueError("Seq2Seq.step: prefix needs at least one token (<bos>)")
+        vocab = self.decoder.embed.num_embeddings
+        V.token_ids(prefix[:, -1], vocab, "prefix", "Seq2Seq.step")
         args = (self.annotations, self.mask, self.summary)
         logits, self.s, w = self.decoder.step(prefix[:, -1], self.s, *args)
         logp = logits.log_softmax(-1)  # (N, V)

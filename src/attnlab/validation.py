@@ -41,6 +41,7 @@ __all__ = [
     "integer",
     "flag",
     "token_ids",
+    "distribution",
 ]
 
 _DEBUG = contextvars.ContextVar(
@@ -234,4 +235,37 @@ def token_ids(ids: object, vocab_size: int, name: str, fn: str) -> torch.Tensor:
                 f"{fn}: {name} holds the id {bad}, outside the vocabulary "
                 f"[0, {vocab_size})"
             )
+    return t
+
+
+def distribution(
+    x: object, name: str, fn: str, *, allow_zero_rows: bool = True
+) -> torch.Tensor:
+    """Weights along the last dimension: a float tensor whose rows are on the simplex
+    (no negative or NaN entry, each row sums to 1 within the dtype's tolerance; with
+    ``allow_zero_rows``, an all-zero row, a padded query, is allowed). Logits or
+    unnormalised weights raise ValueError. For the analysis tools (it reads values:
+    one host sync), never on the hot path."""
+    t = floating(x, name, fn, min_dim=1)
+    if t.numel() == 0:
+        return t
+    tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-4}.get(
+        t.dtype, 1e-8
+    )
+    sums = t.sum(-1)
+    bad_entry = ~(t >= 0)  # negative or NaN
+    bad_row = (sums - 1).abs() > tol * max(1, t.shape[-1])
+    if allow_zero_rows:
+        bad_row &= sums != 0
+    flags = torch.stack([bad_entry.any(), bad_row.any()]).tolist()
+    if flags[0]:
+        raise ValueError(
+            f"{fn}: {name} must hold weights (probabilities), but has a negative or "
+            f"NaN entry (min {float(t.min())}); pass softmax(logits), not logits"
+        )
+    if flags[1]:
+        raise ValueError(
+            f"{fn}: {name} must hold weights whose rows sum to 1 (last dimension), "
+            f"got row sums from {float(sums.min()):.4g} to {float(sums.max()):.4g}"
+        )
     return t

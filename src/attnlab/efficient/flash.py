@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from .. import validation as V
 from .tiles import (
     BLOCK_K,
     BLOCK_Q,
@@ -193,8 +194,11 @@ def _tiled(
 ):
     lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
     _check_align(align)
-    if scale is None:
-        scale = 1.0 / math.sqrt(Dh)
+    fn = "flash_attention" if window is None else "sliding_window_attention"
+    scale = V.real(scale, "scale", fn, optional=True)  # NaN/inf/str refused
+    causal = V.flag(causal, "is_causal", fn)
+    if scale is None:  # head width 0: the scores are all 0, any scale (as SDPA)
+        scale = 1.0 / math.sqrt(Dh) if Dh else 1.0
     bq, bk = _blocks(block_size)
     kpm = _padding_mask(key_padding_mask, lead, S, q.device)
     if T == 0 or S == 0:  # nothing to tile: (T, 0) @ (0, Dv) is zeros, differentiable

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from .. import validation as V
+
 
 # -------------------------------------------------------------- importance measures
 def _check_scores(name: str, x: torch.Tensor, mask: torch.Tensor | None) -> None:
@@ -189,18 +191,18 @@ def jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
     ``JSD(p, q) = KL(p || m) / 2 + KL(q || m) / 2`` with ``m = (p + q) / 2``: between 0
     (equal) and ln 2 ≈ 0.693 (disjoint supports), the scale of J&W's (2019) figures.
-    ``p`` and ``q`` must be distributions: a negative or NaN entry raises ValueError.
+    ``p`` and ``q`` must be distributions along the last dimension: a negative or
+    NaN entry, or a row that does not sum to 1 (logits, unnormalised weights), raises
+    ValueError (an all-zero row, a padded query, is allowed: its JSD with a zero row
+    is 0).
     """
+    V.distribution(p, "p", "jsd")
+    V.distribution(q, "q", "jsd")
     if p.shape[-1] != q.shape[-1]:
         raise ValueError(
-            f"p and q need one last dimension, got {tuple(p.shape)}, {tuple(q.shape)}"
+            f"jsd: p and q need one last dimension, got {tuple(p.shape)}, "
+            f"{tuple(q.shape)}"
         )
-    for name, x in (("p", p), ("q", q)):
-        if not bool((x >= 0).all()):  # also catches NaN
-            raise ValueError(
-                f"jsd compares distributions: {name} has a negative or NaN entry "
-                f"(min {float(x.min())})"
-            )
     m = 0.5 * (p + q)
 
     def kl(x, y):  # 0 log 0 = 0

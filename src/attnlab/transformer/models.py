@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..decoding import beam_search, generate, greedy_decode
@@ -48,7 +49,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.src_embed = _Embed(cfg.src_vocab, cfg)
         self.tgt_embed = _Embed(cfg.tgt_vocab, cfg)
         self.encoder = TransformerEncoder(cfg)
@@ -56,16 +57,20 @@ class Seq2SeqTransformer(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     @property
+    def cfg(self):  # the 0.1 name of ``config`` (one name per thing: use config)
+        return self.config
+
+    @property
     def pad_id(self) -> int:
-        return self.cfg.pad_id
+        return self.config.pad_id
 
     @property
     def bos_id(self) -> int:
-        return self.cfg.bos_id
+        return self.config.bos_id
 
     @property
     def eos_id(self) -> int:
-        return self.cfg.eos_id
+        return self.config.eos_id
 
     def encode(self, src, src_lengths=None):
         """``src (B, S)`` -> ``(memory (B, S, D), src_key_padding_mask (B, S))``.
@@ -74,9 +79,9 @@ class Seq2SeqTransformer(nn.Module):
         (without lengths) the ids that are not ``cfg.pad_id``. An empty source (length
         0) is attended by no query: its cross-attention contributes zeros, no NaN.
         """
-        _check_ids(src, "src", self.cfg.src_vocab, "(B, S)")
+        _check_ids(src, "src", self.config.src_vocab, "(B, S)")
         if src_lengths is None:
-            mask = src != self.cfg.pad_id  # (B, S)
+            mask = src != self.config.pad_id  # (B, S)
         else:
             mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
             if mask.shape[0] != src.shape[0]:
@@ -100,7 +105,7 @@ class Seq2SeqTransformer(nn.Module):
         return self.out(x)  # (B, T, D) -> (B, T, V)
 
     def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
-        _check_ids(tgt_in, "tgt_in", self.cfg.tgt_vocab, "(B, T)")
+        _check_ids(tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)")
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
@@ -182,20 +187,24 @@ class TransformerLM(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.embed = _Embed(cfg.tgt_vocab, cfg)
         self.blocks = TransformerEncoder(cfg, cfg.n_decoder_layers)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
+    @property
+    def cfg(self):  # the 0.1 name of ``config`` (one name per thing: use config)
+        return self.config
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        _check_ids(ids, "ids", self.cfg.tgt_vocab, "(B, T)")
+        _check_ids(ids, "ids", self.config.tgt_vocab, "(B, T)")
         B, T = ids.shape
         return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
 
     def step(self, ids: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, V)`` after ``ids (B, t)`` (the last ``max_len``
         tokens are read): a step for :mod:`attnlab.decoding`."""
-        return self(ids[:, -self.cfg.max_len :])[:, -1].log_softmax(-1)
+        return self(ids[:, -self.config.max_len :])[:, -1].log_softmax(-1)
 
     @torch.no_grad()
     def generate(self, prompt, n_new: int, temperature: float = 0.0, generator=None):
@@ -205,36 +214,80 @@ class TransformerLM(nn.Module):
         return generate(self.step, prompt, n_new, temperature, generator)
 
 
+def _activation_name(act: object) -> object:
+    """ "relu"/"gelu" for the functions and modules of that name, else the object."""
+    if act in (F.relu, torch.relu) or isinstance(act, nn.ReLU):
+        return "relu"
+    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
+        return "gelu"
+    return act
+
+
 @torch.no_grad()
 def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
     """Copy an ``nn.TransformerEncoderLayer``/``DecoderLayer``'s weights into ``layer``.
 
     Same names except the decoder's cross-attention: PyTorch's ``multihead_attn`` is
-    our ``cross_attn``. Returns ``layer``. (Masks still mean the opposite in PyTorch.)
+    our ``cross_attn``. Everything is checked before anything is copied: the kind of
+    layer, ``norm_first``, the activation, ``layer_norm_eps`` and every weight's shape
+    (a mismatch raises and leaves ``layer`` as it was). Returns ``layer``. (Masks still
+    mean the opposite in PyTorch.)
     """
+    fn = "copy_from_torch"
     ours_dec = isinstance(layer, TransformerDecoderLayer)
     if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
         raise TypeError(
-            f"copy_from_torch: layer must be an attnlab TransformerEncoderLayer or "
+            f"{fn}: layer must be an attnlab TransformerEncoderLayer or "
             f"TransformerDecoderLayer, got {type(layer).__name__}"
         )
     want = nn.TransformerDecoderLayer if ours_dec else nn.TransformerEncoderLayer
     if not isinstance(torch_layer, want):
         raise TypeError(
-            f"copy_from_torch: a {type(layer).__name__} takes the weights of an "
+            f"{fn}: a {type(layer).__name__} takes the weights of an "
             f"nn.{want.__name__}, got {type(torch_layer).__name__}"
         )
+    if layer.norm_first != torch_layer.norm_first:
+        raise ValueError(
+            f"{fn}: norm_first differs: ours {layer.norm_first}, torch "
+            f"{torch_layer.norm_first}"
+        )
+    ours_act = _activation_name(layer.activation)
+    theirs_act = _activation_name(torch_layer.activation)
+    if ours_act != theirs_act:
+        raise ValueError(
+            f"{fn}: activation differs: ours {ours_act!r}, torch {theirs_act!r}"
+        )
+    norms = ["norm1", "norm2"] + (["norm3"] if ours_dec else [])
+    for name in norms:
+        a, b = getattr(layer, name), getattr(torch_layer, name)
+        if a.eps != b.eps:
+            raise ValueError(
+                f"{fn}: layer_norm_eps differs ({name}): ours {a.eps}, torch {b.eps}"
+            )
+        if a.elementwise_affine != b.elementwise_affine or (
+            (a.bias is None) != (b.bias is None)
+        ):
+            raise ValueError(f"{fn}: {name} differs in its affine parameters")
     pairs = [("self_attn", "self_attn")]
     if ours_dec:
         pairs.append(("cross_attn", "multihead_attn"))
     for ours, theirs in pairs:
+        getattr(layer, ours).check_torch(getattr(torch_layer, theirs))
+    names = ["linear1", "linear2", *norms]
+    for name in names:
+        mine = getattr(layer, name).state_dict()
+        theirs = getattr(torch_layer, name).state_dict()
+        if mine.keys() != theirs.keys() or any(
+            mine[k].shape != theirs[k].shape for k in mine
+        ):
+            raise ValueError(
+                f"{fn}: {name} differs: ours "
+                f"{ {k: tuple(v.shape) for k, v in mine.items()} }, torch "
+                f"{ {k: tuple(v.shape) for k, v in theirs.items()} }"
+            )
+    # every check passed: copy
+    for ours, theirs in pairs:
         getattr(layer, ours).load_torch(getattr(torch_layer, theirs))
-    names = ["linear1", "linear2", "norm1", "norm2"]
-    names += ["norm3"] if isinstance(layer, TransformerDecoderLayer) else []
     for name in names:
         getattr(layer, name).load_state_dict(getattr(torch_layer, name).state_dict())
-    if layer.norm_first != torch_layer.norm_first:
-        raise ValueError(
-            f"norm_first differs: ours {layer.norm_first}, torch {torch_layer.norm_first}"
-        )
     return layer
