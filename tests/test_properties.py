@@ -163,7 +163,7 @@ def test_mappings_refuse_nan_and_plus_inf(x, bad, name, data):
             t, data.draw(st.sampled_from(ALPHAS.get(name, [None])))
         )
     )
-    with pytest.raises(ValueError, match=f"{name}: scores contain NaN or \\+inf"):
+    with pytest.raises(ValueError, match=f"{name}: x contains NaN or \\+inf"):
         call(x)
 
 

@@ -58,7 +58,56 @@ from .train import noam_lr, noam_scheduler, token_loss
 from .transformer import *  # noqa: F403
 from .validation import debug, debugging
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+# The top-level namespace (the rule): every public name of the ground-floor library
+# modules imported with * above (attention, decoding, devices, efficient, kvcache,
+# mappings, masking, multihead, notebook, positional, structured, transformer), the
+# three training helpers, the debug switch, and the subpackages by name. Everything
+# else is reached through its subpackage (``attnlab.explain.jsd``,
+# ``attnlab.scoring.AdditiveScore``, ``attnlab.gated...``); the course's scaffolding
+# is ``attnlab.course`` (loaded lazily).
+import importlib as _importlib  # noqa: E402
+
+_STAR = (
+    "attention",
+    "decoding",
+    "devices",
+    "efficient",
+    "kvcache",
+    "mappings",
+    "masking",
+    "multihead",
+    "notebook",
+    "positional",
+    "structured",
+    "transformer",
+)
+__all__ = sorted(
+    {
+        *(
+            name
+            for module in _STAR
+            for name in _importlib.import_module(f"{__name__}.{module}").__all__
+        ),
+        "noam_lr",
+        "noam_scheduler",
+        "token_loss",
+        "debug",
+        "debugging",
+        "classifiers",
+        "data",
+        "efficient",
+        "explain",
+        "mappings",
+        "masking",
+        "pretrained",
+        "scoring",
+        "seq2seq",
+        "toys",
+        "train",
+    }
+)
 
 # Loaded on first use, so that ``import attnlab`` loads the library only: the course's
 # scaffolding (``attnlab.course``; its old names ``attnlab.check``, ``attnlab.widgets``,

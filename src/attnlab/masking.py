@@ -125,12 +125,9 @@ def to_additive(mask: torch.Tensor, mask_value: float = float("-inf"), dtype=Non
     finite stand-in such as the ``-10000`` of early BERT code, which is *not* always
     enough (scaled-up scores, float16).
     """
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(
-            f"to_additive expects a boolean tensor, got {type(mask).__name__}"
-        )
+    V.tensor(mask, "mask", "to_additive")
     if mask.dtype != torch.bool:
-        raise TypeError(f"to_additive expects a boolean mask, got dtype {mask.dtype}")
+        raise TypeError(f"to_additive: mask must be boolean, got dtype {mask.dtype}")
     if isinstance(mask_value, bool) or not isinstance(mask_value, numbers.Real):
         raise TypeError(f"to_additive: mask_value must be a number, got {mask_value!r}")
     if math.isnan(mask_value) or mask_value > 0:
@@ -182,6 +179,7 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
 
 def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Scores with the mask applied: boolean -> ``-inf`` where ``False``; float -> added."""
+    V.floating(scores, "scores", "apply_mask")
     if mask is None:
         return scores
     check_mask(mask, scores)
@@ -243,6 +241,7 @@ def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
     ``F.scaled_dot_product_attention`` returns zeros for a row of ``-inf`` on a CPU, as
     attnlab does.)
     """
+    V.tensor(scores, "scores", "fully_masked_rows", min_dim=1)
     return torch.isneginf(scores).all(dim=-1, keepdim=True)
 
 
@@ -271,9 +270,9 @@ def warn_if_nothing_attended(
     :func:`derived_masks` (a model's own masks: an empty source there is just empty).
     Filter :class:`MaskConventionWarning` where a dead row is intended.
     """
+    V.tensor(mask, "mask", "warn_if_nothing_attended")
     if (
         _DERIVED.get()
-        or not isinstance(mask, torch.Tensor)
         or mask.dtype != torch.bool
         or mask.dim() == 0
         or mask.shape[-1] == 0

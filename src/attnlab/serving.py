@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import torch
 
+from . import validation as V
+
 __all__ = ["repeat_kv", "PagedKVCache", "streaming_mask"]
 
 
 def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """``x (B, H_kv, S, Dh)`` -> ``(B, n_heads, S, Dh)``: each key/value head serves
     ``n_heads / H_kv`` consecutive query heads (as SDPA's ``enable_gqa=True``)."""
+    V.tensor(x, "x", "repeat_kv")
     if x.dim() != 4:
-        raise ValueError(f"expected (B, H_kv, S, Dh), got {tuple(x.shape)}")
+        raise ValueError(f"repeat_kv: x must be (B, H_kv, S, Dh), got {tuple(x.shape)}")
     h_kv = x.shape[1]
     if h_kv < 1 or n_heads % h_kv:
         raise ValueError(

@@ -223,9 +223,9 @@ def _tiled(
 
 
 def flash_attention(
-    q,
-    k,
-    v,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     *,
     is_causal: bool = False,
     scale: float | None = None,
@@ -264,10 +264,10 @@ def flash_attention(
 
 
 def sliding_window_attention(
-    q,
-    k,
-    v,
-    window: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    window: int | None,
     *,
     is_causal: bool = False,
     scale: float | None = None,

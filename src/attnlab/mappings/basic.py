@@ -11,8 +11,8 @@ from ..kernels import sparse as _k
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def _check_dim(x: torch.Tensor, dim: int, name: str) -> None:
-    V.tensor(x, "x", name, min_dim=1)
+def _check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
+    V.tensor(x, arg, name, min_dim=1)
     V.integer(dim, "dim", name)
     if not -x.dim() <= dim < x.dim():
         raise ValueError(
@@ -20,8 +20,8 @@ def _check_dim(x: torch.Tensor, dim: int, name: str) -> None:
         )
 
 
-def _check_float(x: torch.Tensor, name: str) -> None:
-    V.floating(x, "x", name)
+def _check_float(x: torch.Tensor, name: str, arg: str = "x") -> None:
+    V.floating(x, arg, name)
 
 
 def _check_scores(x: torch.Tensor, dim: int, name: str) -> bool:
@@ -33,7 +33,7 @@ def _check_scores(x: torch.Tensor, dim: int, name: str) -> bool:
     if x.numel() == 0:
         return True
     if V.debugging() and bool((torch.isnan(x) | torch.isposinf(x)).any()):
-        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
     return False
 
 
@@ -131,7 +131,7 @@ def _shift(x: torch.Tensor, dim: int, name: str, floor: float | None = _k.FLOOR)
     """``z = x - max(x)`` clamped at ``floor``, and the mask of live (not -inf) rows."""
     m = x.amax(dim=dim, keepdim=True)
     if V.debugging() and bool(torch.isnan(m).any() | (m == float("inf")).any()):
-        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
     live = m > float("-inf")
     z = x - torch.where(live, m, torch.zeros_like(m))
     return (z if floor is None else torch.clamp(z, min=floor)), live

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import validation as V
 from ..multihead import MultiHeadAttention
 
 
@@ -23,10 +24,20 @@ def _activation(name: str | Callable) -> Callable:
     return acts[name]
 
 
-def _check_seq(x, name: str, fn: str) -> None:
-    """``x`` must be a float tensor ``(B, L, D)`` (batch first)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+def _check_seq(x, name: str, fn: str, like: torch.Tensor | None = None) -> None:
+    """``x`` must be a float tensor ``(B, L, D)`` (batch first), of the dtype and
+    width of the weight ``like`` (D, the layer's d_model) when given."""
+    V.floating(x, name, fn)
+    if like is not None and x.dtype != like.dtype:
+        raise TypeError(
+            f"{fn}: {name} is {x.dtype} but the layer's weights are {like.dtype} "
+            "(convert one with .to())"
+        )
+    if like is not None and x.dim() == 3 and x.shape[-1] != like.shape[-1]:
+        raise ValueError(
+            f"{fn}: {name} has width {x.shape[-1]}, the layer's d_model is "
+            f"{like.shape[-1]} ({name} shape {tuple(x.shape)})"
+        )
     if x.dim() != 3:
         raise ValueError(
             f"{fn}: {name} must be batch-first (B, L, D), got {tuple(x.shape)}; add a "
@@ -139,7 +150,7 @@ class TransformerEncoderLayer(_Sublayers, nn.Module):
         src_key_padding_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
-        _check_seq(src, "src", type(self).__name__)
+        _check_seq(src, "src", type(self).__name__, self.linear1.weight)
         B, S, D = src.shape
         masks = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask)
 
@@ -208,8 +219,8 @@ class TransformerDecoderLayer(_Sublayers, nn.Module):
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
     ) -> torch.Tensor:
-        _check_seq(tgt, "tgt", "TransformerDecoderLayer")
-        _check_seq(memory, "memory", "TransformerDecoderLayer")
+        _check_seq(tgt, "tgt", "TransformerDecoderLayer", self.linear1.weight)
+        _check_seq(memory, "memory", "TransformerDecoderLayer", self.linear1.weight)
         B, T, D = tgt.shape
         self_masks = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask)
         cross_masks = dict(
