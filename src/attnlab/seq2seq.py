@@ -173,6 +173,7 @@ class Decoder(nn.Module):
         """
         if self.scorer is None:
             return summary[:, None, :].expand_as(s), None  # (B, T, D)
+        assert self.mapping is not None  # set whenever there is a scorer
         return attend(
             s,  # queries (B, T, D)
             annotations,  # keys (B, S, D)

@@ -235,6 +235,7 @@ def fit(
         last_eval = None
 
         def run_eval(step):
+            assert eval_fn is not None  # only called when given
             model.eval()
             with torch.no_grad():
                 value = float(eval_fn(model))

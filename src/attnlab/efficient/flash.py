@@ -140,8 +140,21 @@ class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
+        scale, causal, window, block_q, block_k, offset = ctx.args
         dq, dk, dv = _flash_backward(
-            q, k, v, out, lse, dout.contiguous(), *ctx.args, kpm=ctx.kpm
+            q,
+            k,
+            v,
+            out,
+            lse,
+            dout.contiguous(),
+            scale,
+            causal,
+            window,
+            block_q,
+            block_k,
+            offset,
+            kpm=ctx.kpm,
         )
         return dq, dk, dv, None, None, None, None, None, None, None
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -81,7 +82,7 @@ def residual(
     return norm(x + drop(sublayer(x)))
 
 
-def feed_forward(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def feed_forward(layer: Any, x: torch.Tensor) -> torch.Tensor:
     """The position-wise FFN of ``layer`` (its ``linear1``, ``activation``,
     ``dropout``, ``linear2``): (B, L, D) -> (B, L, d_ff) -> (B, L, D)."""
     h = layer.dropout(layer.activation(layer.linear1(x)))  # (B, L, d_ff)
@@ -95,7 +96,7 @@ class _Sublayers:
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         """The FFN sub-block: (B, L, D) -> (B, L, D)."""
-        return feed_forward(self, x)  # type: ignore[arg-type]
+        return feed_forward(self, x)
 
     def residual(
         self,
