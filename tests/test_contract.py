@@ -217,6 +217,17 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
         dict(tgt=rn(B, T, D), memory=rn(B, S, D)),
     ),
     "TransformerLM": lambda: Call(_lm(), dict(ids=torch.randint(0, 11, (B, T)))),
+    "Seq2SeqTransformer": lambda: Call(
+        attnlab.Seq2SeqTransformer(
+            attnlab.TransformerConfig(
+                src_vocab=11, tgt_vocab=11, d_model=8, n_heads=2, d_ff=16, dropout=0.0
+            )
+        ).eval(),
+        dict(src=torch.randint(3, 11, (B, S)), tgt_in=torch.randint(3, 11, (B, T))),
+    ),
+    "padding_mask": lambda: Call(
+        attnlab.padding_mask, dict(lengths=torch.tensor([3, 1]), S=4)
+    ),
     # scoring
     "dot_score": lambda: Call(
         attnlab.scoring.dot_score, dict(q=rn(B, T, D), k=rn(B, S, D))
@@ -297,6 +308,7 @@ NOT_HERE = {  # reason each public tensor function has no generated example
     "weight_gradient": "takes a decoder callable; tests/test_explain.py",
     "erasure_test": "takes a decoder callable; tests/test_explain.py",
     "Encoder": "the GRU encoder inside Seq2Seq; tests/test_seq2seq.py",
+    "Decoder": "the GRU decoder inside Seq2Seq; tests/test_seq2seq.py",
     "Seq2Seq": "ids: tests/test_contract_api.py and tests/test_seq2seq.py",
     "AttentionClassifier": "tests/test_classifiers.py",
     "TransformerClassifier": "tests/test_classifiers.py",
@@ -418,6 +430,8 @@ def _check(name: str, arg: str, mutation: str, index: int) -> None:
         bad = make(good, index)
         if good.dim() == 0 and mutation in ("list", "ndarray"):
             want = "any"  # a 0-d tensor's tolist() is a Python number: allowed
+        if (name, arg) in SEQUENCE_OK and mutation in ("list", "ndarray"):
+            want = "any"
     kwargs = {**call.kwargs, arg: bad}
     try:
         out = _run(call.fn, kwargs)
@@ -449,6 +463,9 @@ def _check(name: str, arg: str, mutation: str, index: int) -> None:
                 )
 
 
+SEQUENCE_OK = {  # annotated ``Tensor | Sequence[int]``, as PyTorch's counterparts
+    ("padding_mask", "lengths"),  # pack_padded_sequence takes a list of lengths too
+}
 NAN_BY_DESIGN = {  # documented NaN results
     "kendall_tau": "NaN where the correlation is undefined (a constant ranking)",
     "spearman": "NaN where the correlation is undefined (a constant ranking)",

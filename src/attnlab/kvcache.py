@@ -168,7 +168,11 @@ class CachedLMStep:
 
 @torch.no_grad()
 def generate_with_cache(
-    lm, prompt: torch.Tensor, n_new: int, temperature: float = 0.0, generator=None
+    lm: Any,
+    prompt: torch.Tensor,
+    n_new: int,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """:meth:`TransformerLM.generate` with a KV cache — the same loop
     (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is

@@ -22,7 +22,7 @@ import math
 import numbers
 import operator
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -70,7 +70,9 @@ def _size(value, name: str, fn: str, low: int) -> int:
     return value
 
 
-def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
+def causal_mask(
+    T: int, S: int | None = None, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Lower-triangular boolean mask ``(T, S)``: query ``i`` may attend keys ``j <= i``.
 
     The triangle is aligned to the top left, as ``is_causal`` in
@@ -82,7 +84,11 @@ def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
 
 
-def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
+def padding_mask(
+    lengths: torch.Tensor | Sequence[int],
+    S: int | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """Boolean key mask ``(B, S)``: ``True`` on the first ``lengths[b]`` positions.
 
     Use it as ``mask[:, None, :]`` for scores ``(B, T, S)`` or ``mask[:, None, None, :]``
@@ -118,7 +124,11 @@ def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
     return torch.arange(S, device=lengths.device) < lengths[:, None]  # (B, S)
 
 
-def to_additive(mask: torch.Tensor, mask_value: float = float("-inf"), dtype=None):
+def to_additive(
+    mask: torch.Tensor,
+    mask_value: float = float("-inf"),
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """Boolean mask (``True`` = may attend) -> float mask to add to the scores.
 
     ``mask_value`` is what blocked positions get: ``-inf`` (exact zeros after softmax) or a
@@ -188,7 +198,9 @@ def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return scores + mask.to(scores.dtype)
 
 
-def combine_masks(*masks: torch.Tensor | None, dtype=None) -> torch.Tensor | None:
+def combine_masks(
+    *masks: torch.Tensor | None, dtype: torch.dtype | None = None
+) -> torch.Tensor | None:
     """One mask that blocks whatever any of ``masks`` blocks (``None`` entries skipped).
 
     All boolean -> their logical AND (``True`` = may attend). If any is a float mask,

@@ -40,7 +40,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from . import validation as V
 from .attention import attend
-from .data import Vocab
+from .data import Batch, Task, Vocab
 from .decoding import greedy_decode
 from .masking import padding_mask
 from .scoring import get_scorer
@@ -110,7 +110,9 @@ class Encoder(nn.Module):
         self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
         self.rnn = nn.GRU(d_emb, d_hidden, batch_first=True, bidirectional=True)
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor):
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S), src_lengths (B,) -> annotations (B, S, D), summary (B, D)."""
         B, S = src.shape
         x = self.embed(src)  # (B, S, E)
@@ -165,7 +167,13 @@ class Decoder(nn.Module):
         """First decoder state ``s_0 = tanh(W summary)``: (B, D) -> (B, D)."""
         return torch.tanh(self.init(summary))
 
-    def context(self, s, annotations, mask, summary):
+    def context(
+        self,
+        s: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+        summary: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Context for queries ``s (B, T, D)``: (c (B, T, D), weights (B, T, S) or None).
 
         ``annotations (B, S, D)`` are keys and values, ``mask (B, S)`` is True on real
@@ -183,7 +191,14 @@ class Decoder(nn.Module):
             mask=mask[:, None, :],  # (B, 1, S): padding never receives weight
         )  # (B, T, D), (B, T, S)
 
-    def step(self, y_prev, s, annotations, mask, summary):
+    def step(
+        self,
+        y_prev: torch.Tensor,
+        s: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+        summary: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One step: previous ids (B,), state (B, D) -> logits (B, V), state, weights.
 
         ``weights`` (B, S) is where this step looked (None without attention).
@@ -200,15 +215,24 @@ class Decoder(nn.Module):
         logits = self.out(torch.cat([s, c[:, 0], e[:, 0]], dim=-1))  # (B, V)
         return logits, s, (None if w is None else w[:, 0])
 
-    def forward(self, tgt_in, annotations, mask, summary):
+    def forward(
+        self,
+        tgt_in: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+        summary: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
         B, T = tgt_in.shape
         s0 = self.start(summary)  # (B, D)
         if self.sequential:
-            s, logits, weights = s0, [], []
+            s = s0
+            logits: list[torch.Tensor] = []
+            weights: list[torch.Tensor] = []
             for t in range(T):
                 lt, s, w = self.step(tgt_in[:, t], s, annotations, mask, summary)
                 logits.append(lt)
+                assert w is not None  # the sequential style always attends
                 weights.append(w)
             return torch.stack(logits, dim=1), torch.stack(weights, dim=1)
         e = self.embed(tgt_in)  # (B, T, E)
@@ -246,7 +270,9 @@ class Seq2Seq(nn.Module):
     def attention(self) -> str | None:
         return self.config.attention
 
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
+    def encode(
+        self, src: torch.Tensor, src_lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens.
 
         ``src_lengths`` None: every source is S tokens long."""
@@ -290,11 +316,16 @@ class Seq2Seq(nn.Module):
 
     pad_id, bos_id, eos_id = Vocab.pad_id, Vocab.bos_id, Vocab.eos_id
 
-    def logits(self, batch) -> torch.Tensor:
+    def logits(self, batch: Batch) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
         return self(batch.src, batch.tgt_in, batch.src_lengths)[0]
 
-    def step(self, src, src_lengths=None, weights: bool = False) -> _GRUStep:
+    def step(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+        weights: bool = False,
+    ) -> _GRUStep:
         """A decoding step for these sources (see :mod:`attnlab.decoding`).
 
         It keeps the decoder state between calls, reads only the newest token of the
@@ -305,7 +336,9 @@ class Seq2Seq(nn.Module):
         return _GRUStep(self.decoder, annotations, summary, mask, weights)
 
     @torch.no_grad()
-    def greedy(self, src, src_lengths, max_len: int = 50):
+    def greedy(
+        self, src: torch.Tensor, src_lengths: torch.Tensor | None, max_len: int = 50
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Greedy decoding: ids (B, T) ending in ``<eos>`` then ``<pad>``, weights.
 
         ``weights`` (B, T, S) is where the decoder looked to write each output token
@@ -323,7 +356,9 @@ class Seq2Seq(nn.Module):
         return out if want else (out, None)  # (B, T), (B, T, S) or None
 
     @torch.no_grad()
-    def translate(self, task, text, max_len: int | None = None) -> dict:
+    def translate(
+        self, task: Task, text: str | list[str], max_len: int | None = None
+    ) -> dict:
         """Translate one typed input with ``task``'s vocabularies.
 
         Returns ``{"src": tokens, "out": tokens, "text": str, "weights": (T, S) or

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +22,9 @@ from .stacks import (
     _check_ids,
     capture_attention,
 )
+
+if TYPE_CHECKING:
+    from ..data import Batch
 
 
 class _Embed(nn.Module):
@@ -57,7 +62,11 @@ class Seq2SeqTransformer(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     @property
-    def cfg(self):  # the 0.1 name of ``config`` (one name per thing: use config)
+    def cfg(
+        self,
+    ) -> (
+        TransformerConfig
+    ):  # the 0.1 name of ``config`` (one name per thing: use config)
         return self.config
 
     @property
@@ -72,7 +81,9 @@ class Seq2SeqTransformer(nn.Module):
     def eos_id(self) -> int:
         return self.config.eos_id
 
-    def encode(self, src, src_lengths=None):
+    def encode(
+        self, src: torch.Tensor, src_lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``src (B, S)`` -> ``(memory (B, S, D), src_key_padding_mask (B, S))``.
 
         The mask is True on real source tokens: positions before ``src_lengths``, or
@@ -93,7 +104,12 @@ class Seq2SeqTransformer(nn.Module):
             memory = self.encoder(self.src_embed(src), src_key_padding_mask=mask)
         return memory, mask
 
-    def decode(self, tgt_in, memory, src_key_padding_mask) -> torch.Tensor:
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        src_key_padding_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
         """``tgt_in (B, T)``, memory (B, S, D) -> next-token logits (B, T, V)."""
         with derived_masks():  # an empty source (length 0) is not a PyTorch mask
             x = self.decoder(
@@ -104,16 +120,26 @@ class Seq2SeqTransformer(nn.Module):
             )
         return self.out(x)  # (B, T, D) -> (B, T, V)
 
-    def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         _check_ids(tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)")
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
-    def logits(self, batch) -> torch.Tensor:
+    def logits(self, batch: Batch) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
         return self(batch.src, batch.tgt_in, batch.src_lengths)
 
-    def step(self, src, src_lengths=None, weights: bool = False):
+    def step(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+        weights: bool = False,
+    ) -> Callable:
         """A decoding step for these sources (see :mod:`attnlab.decoding`).
 
         ``step(prefix (N, t)) -> log-probs (N, V)``, with N = B, or any N when B = 1
@@ -137,7 +163,12 @@ class Seq2SeqTransformer(nn.Module):
         return step
 
     @torch.no_grad()
-    def greedy(self, src, src_lengths=None, max_len: int = 50):
+    def greedy(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+        max_len: int = 50,
+    ) -> tuple[torch.Tensor, None]:
         """Greedy decoding: ``(ids (B, T') ending in <eos> then <pad>, None)``."""
         step = self.step(src, src_lengths)
         B, special = src.shape[0], (self.bos_id, self.eos_id)
@@ -145,7 +176,14 @@ class Seq2SeqTransformer(nn.Module):
         return ids, None
 
     @torch.no_grad()
-    def beam(self, src, beam_size=4, max_len=50, alpha=0.6, src_length=None):
+    def beam(
+        self,
+        src: torch.Tensor,
+        beam_size: int = 4,
+        max_len: int = 50,
+        alpha: float = 0.6,
+        src_length: int | None = None,
+    ) -> list:
         """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
         if not isinstance(src, torch.Tensor) or src.dim() != 1:
             shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
@@ -160,7 +198,12 @@ class Seq2SeqTransformer(nn.Module):
         )
 
     @torch.no_grad()
-    def attention_maps(self, src, tgt_in, src_lengths=None) -> dict:
+    def attention_maps(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+    ) -> dict:
         """Run a forward pass and collect the weights of every layer and head.
 
         Returns ``{"encoder": [(B, H, S, S)] * N, "decoder": [(B, H, T, T)] * N,
@@ -193,7 +236,11 @@ class TransformerLM(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     @property
-    def cfg(self):  # the 0.1 name of ``config`` (one name per thing: use config)
+    def cfg(
+        self,
+    ) -> (
+        TransformerConfig
+    ):  # the 0.1 name of ``config`` (one name per thing: use config)
         return self.config
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -207,7 +254,13 @@ class TransformerLM(nn.Module):
         return self(ids[:, -self.config.max_len :])[:, -1].log_softmax(-1)
 
     @torch.no_grad()
-    def generate(self, prompt, n_new: int, temperature: float = 0.0, generator=None):
+    def generate(
+        self,
+        prompt: torch.Tensor,
+        n_new: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Append ``n_new`` tokens to ``prompt (B, T0)``; temperature 0 is greedy.
 
         The loop is :func:`attnlab.decoding.generate`."""

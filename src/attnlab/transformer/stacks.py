@@ -78,7 +78,12 @@ class TransformerEncoder(nn.Module):
     float masks are added in both.
     """
 
-    def __init__(self, encoder_layer, num_layers: int | None = None, norm=None):
+    def __init__(
+        self,
+        encoder_layer: nn.Module | TransformerConfig,
+        num_layers: int | None = None,
+        norm: nn.Module | None = None,
+    ):
         super().__init__()
         self.layers, self.norm = _stack(
             "TransformerEncoder",
@@ -119,7 +124,12 @@ class TransformerDecoder(nn.Module):
     attend (PyTorch: the opposite); float masks are added in both.
     """
 
-    def __init__(self, decoder_layer, num_layers: int | None = None, norm=None):
+    def __init__(
+        self,
+        decoder_layer: nn.Module | TransformerConfig,
+        num_layers: int | None = None,
+        norm: nn.Module | None = None,
+    ):
         super().__init__()
         self.layers, self.norm = _stack(
             "TransformerDecoder",
