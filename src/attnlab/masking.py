@@ -84,6 +84,19 @@ def causal_mask(
     return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
 
 
+def streaming_mask(T: int, window: int, n_sink: int = 0) -> torch.Tensor:
+    """(T, T) bool, True = may attend: causal, keys among the last ``window`` positions
+    (the query's own included) or among the first ``n_sink`` (a decoder with a rolling
+    cache and attention sinks). Re-exported by :mod:`attnlab.serving`, its 0.1 home;
+    not in the top-level namespace."""
+    for name, val, low in (("T", T, 0), ("window", window, 1), ("n_sink", n_sink, 0)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
+    i = torch.arange(T)[:, None]  # (T, 1)
+    j = torch.arange(T)[None, :]  # (1, T)
+    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
+
+
 def padding_mask(
     lengths: torch.Tensor | Sequence[int],
     S: int | None = None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from . import validation as V
+from .masking import streaming_mask  # noqa: F401  (its home: masking)
 
 __all__ = ["repeat_kv", "PagedKVCache", "streaming_mask"]
 
@@ -36,17 +37,6 @@ def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
             f"n_heads = {n_heads} must be a multiple of the key/value heads {h_kv}"
         )
     return x.repeat_interleave(n_heads // h_kv, dim=1)  # (B, n_heads, S, Dh)
-
-
-def streaming_mask(T: int, window: int, n_sink: int = 0) -> torch.Tensor:
-    """(T, T) bool, True = may attend: causal, keys among the last ``window`` positions
-    (the query's own included) or among the first ``n_sink``."""
-    for name, val, low in (("T", T, 0), ("window", window, 1), ("n_sink", n_sink, 0)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
-    i = torch.arange(T)[:, None]  # (T, 1)
-    j = torch.arange(T)[None, :]  # (1, T)
-    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
 
 
 class PagedKVCache:
