@@ -95,3 +95,11 @@ def fails_with(check, answer, pattern):
     with pytest.raises(CheckFailed) as info:
         check(answer)
     assert re.search(pattern, str(info.value), re.DOTALL), str(info.value)
+
+
+@pytest.fixture
+def debug_mode():
+    """Inside the test, attnlab's value scans are on (``attnlab.debug()``): NaN/inf in
+    an input raise ValueError instead of giving NaN (the default, as PyTorch's)."""
+    with attnlab.debug():
+        yield

@@ -176,7 +176,7 @@ def test_wrong_answers_get_a_hint_naming_the_bug(check, bad, words, monkeypatch)
 
 
 def test_forbidden_lists_are_published_for_every_check():
-    from attnlab.check import explanation
+    from attnlab.course.ch11_explanation import check as explanation
 
     assert set(explanation.FORBIDDEN) == {
         "integrated_gradients", "uniform_flip_rate", "comprehensiveness"

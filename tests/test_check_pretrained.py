@@ -199,7 +199,7 @@ def test_wrong_answers_get_a_hint_naming_the_bug(check, bad, words, monkeypatch)
 
 
 def test_forbidden_lists_are_published_for_every_check():
-    from attnlab.check import pretrained
+    from attnlab.course.ch10_pretrained import check as pretrained
 
     assert set(pretrained.FORBIDDEN) == {
         "rollout_sink_curve", "relation_scores", "rollout_with_residual"

@@ -9,7 +9,7 @@ import torch
 
 import attnlab
 from attnlab.check import CheckFailed
-from attnlab.check.recipe import WIDGET_KEYS
+from attnlab.course.ch02_recipe.check import WIDGET_KEYS
 
 pytestmark = pytest.mark.usefixtures("strict_checks")
 

@@ -8,9 +8,9 @@ import torch.nn.functional as F
 
 import attnlab
 from attnlab.check import CheckFailed
+from attnlab.course.ch09_subquadratic.widgets import receptive_field
 from attnlab.efficient import tile_plan
 from attnlab.serving import streaming_mask
-from attnlab.widgets.subquadratic import receptive_field
 
 pytestmark = pytest.mark.usefixtures("strict_checks")
 

@@ -127,9 +127,12 @@ def test_wp_adversary_loss_checks_shapes():
 def test_rank_correlations_give_nan_on_nan_as_scipy():
     a, b = [1.0, float("nan"), 3.0, 2.0], [1.0, 2.0, 3.0, 4.0]
     assert math.isnan(scipy.stats.kendalltau(a, b).statistic)
-    assert kendall_tau(a, b).isnan()
-    assert spearman([1.0, float("nan"), 3.0], [1.0, 2.0, 3.0]).isnan()
-    assert spearman(b, a).isnan() and kendall_tau(b, a).isnan()
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    assert kendall_tau(ta, tb).isnan()
+    assert spearman(torch.tensor([1.0, float("nan"), 3.0]), tb[:3]).isnan()
+    assert spearman(tb, ta).isnan() and kendall_tau(tb, ta).isnan()
+    with pytest.raises(TypeError, match="kendall_tau: a must be a torch.Tensor"):
+        kendall_tau(a, b)  # lists are refused, as PyTorch's functions refuse them
     # a NaN on a position the mask leaves out does not count (nan_policy='omit' there)
     mask = torch.tensor([True, False, True, True])
     t = kendall_tau(torch.tensor(a), torch.tensor(b), mask)

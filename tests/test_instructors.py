@@ -63,7 +63,7 @@ def test_written_exercises_and_forbidden_calls_are_shown(monkeypatch):
     monkeypatch.setattr(json, "loads", lambda text: nb)
     text = instructors.table([ROOT / "chapters" / "02_attention_recipe.ipynb"])
     assert "no check: a written answer" in text
-    import attnlab.check.recipe as recipe
+    import attnlab.course.ch02_recipe.check as recipe
 
     monkeypatch.setattr(recipe, "FORBIDDEN", {"winning_key": ("x.y",)}, raising=False)
     assert instructors.describe_check("winning_key").endswith("Must not call: `x.y`.")

@@ -45,7 +45,14 @@ COURSE = ("attnlab.course", "attnlab.check", "attnlab.widgets", "attnlab.grade")
 LIMIT = 400  # lines: CONTRIBUTING's "readable in one sitting"
 # Modules over the limit, each with the reason it is not split (yet).
 # (The grader's sentry, once listed here, left the package with the grader: grader/.)
-OVER_LIMIT: dict[str, str] = {}
+OVER_LIMIT: dict[str, str] = {
+    "attnlab.masking": "every mask builder and the one canonicalisation of a call's "
+    "masks (canonical_mask) live here by rule (one home per concept); splitting "
+    "them would make two homes again",
+    "attnlab.seq2seq": "the GRU encoder, decoder and model of chapter 1 with typed "
+    "signatures and the 0.1 forward order's deprecation shim (remove the shim in 0.3 "
+    "and it is under the limit)",
+}
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,11 @@ def test_causal_mask_square_and_rectangular(device):
     # top-left aligned as is_causal in torch: query i sees keys 0..i for any S
     assert masking.causal_mask(2, 4).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0]]
     assert masking.causal_mask(3, 2).tolist() == [[1, 0], [1, 1], [1, 1]]
-    with pytest.raises(ValueError, match="T >= 1"):
-        masking.causal_mask(0)
+    # T = 0 or S = 0: an empty mask, as torch.ones(0, S).tril() (PyTorch's is_causal)
+    assert masking.causal_mask(0).shape == (0, 0)
+    assert masking.causal_mask(2, 0).shape == (2, 0)
+    with pytest.raises(ValueError, match="T must be >= 0"):
+        masking.causal_mask(-1)
 
 
 def test_padding_mask(device):

@@ -149,6 +149,7 @@ def test_fusedmax_on_the_simplex_and_sparsemax_at_zero(x, lam):
     name=st.sampled_from(["sigmoid", "fusedmax", *MAPPING_CALLS]),
     data=st.data(),
 )
+@pytest.mark.usefixtures("debug_mode")  # the value scans are on
 def test_mappings_refuse_nan_and_plus_inf(x, bad, name, data):
     if x.numel() == 0:
         x = torch.zeros(1, 1, dtype=x.dtype)
@@ -162,7 +163,7 @@ def test_mappings_refuse_nan_and_plus_inf(x, bad, name, data):
             t, data.draw(st.sampled_from(ALPHAS.get(name, [None])))
         )
     )
-    with pytest.raises(ValueError, match=f"{name}: scores contain NaN or \\+inf"):
+    with pytest.raises(ValueError, match=f"{name}: x contains NaN or \\+inf"):
         call(x)
 
 
@@ -176,7 +177,7 @@ def test_mappings_refuse_integer_and_bool_scores(dtype, n, name):
     x = torch.zeros(2, n, dtype=dtype)
     fn = {"sigmoid": M.sigmoid, "fusedmax": M.fusedmax}.get(name)
     call = fn or (lambda t: MAPPING_CALLS[name](t, ALPHAS.get(name, [None])[-1]))
-    with pytest.raises(TypeError, match=f"{name} expects floating-point scores"):
+    with pytest.raises(TypeError, match=f"{name}: x must be a floating-point tensor"):
         call(x)
 
 
@@ -237,6 +238,7 @@ def test_sdpa_matches_torch(inp):
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("debug_mode")  # the value scans are on
 @PROFILE
 @given(inp=attention_inputs(), data=st.data())
 def test_attention_refuses_non_finite_and_integer_tensors(inp, data):

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attnlab
 from attnlab.random_features import (
     positive_random_features,
     random_feature_attention,
@@ -62,15 +63,16 @@ def test_large_inputs_do_not_overflow():
 
 def test_bad_input():
     w = random_projection(8, 4)
-    with pytest.raises(ValueError, match="share d"):
+    with pytest.raises(ValueError, match="the d of x"):
         positive_random_features(torch.randn(3, 5), w)
     with pytest.raises(ValueError, match="shapes"):
         random_feature_attention(
             torch.randn(3, 4), torch.randn(5, 4), torch.randn(4, 2), w
         )
-    with pytest.raises(ValueError, match="finite"):
-        random_feature_attention(
-            torch.full((3, 4), float("nan")), torch.randn(5, 4), torch.randn(5, 2), w
-        )
+    nan_q = torch.full((3, 4), float("nan"))
+    out = random_feature_attention(nan_q, torch.randn(5, 4), torch.randn(5, 2), w)
+    assert out.isnan().all()  # NaN in -> NaN out, as PyTorch; under debug it raises
+    with attnlab.debug(), pytest.raises(ValueError, match="q contains NaN"):
+        random_feature_attention(nan_q, torch.randn(5, 4), torch.randn(5, 2), w)
     with pytest.raises(ValueError, match="m must be"):
         random_projection(0, 4)

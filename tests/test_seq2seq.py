@@ -39,7 +39,7 @@ def test_shapes_and_padding_never_attended(attention, style, device):
     task = ReversalTask(lengths=(1, 7))
     b = task.batch(5, seed=0, device=device)
     model = _model(task, attention, style).to(device)
-    logits, w = model(b.src, b.src_lengths, b.tgt_in)
+    logits, w = model(b.src, b.tgt_in, b.src_lengths)
     B, S = b.src.shape
     T = b.tgt_in.shape[1]
     assert logits.shape == (B, T, len(task.tgt_vocab))
@@ -64,8 +64,8 @@ def test_padding_does_not_change_the_output(attention, style):
     i = int(b.src_lengths.argmin())
     n = int(b.src_lengths[i])
     alone = task.encode(b.src_tokens[i])
-    la, wa = model(alone.src, alone.src_lengths, alone.tgt_in)
-    lb, wb = model(b.src, b.src_lengths, b.tgt_in)
+    la, wa = model(alone.src, alone.tgt_in, alone.src_lengths)
+    lb, wb = model(b.src, b.tgt_in, b.src_lengths)
     T = alone.tgt_in.shape[1]
     torch.testing.assert_close(lb[i, :T], la[0], atol=1e-5, rtol=1e-5)
     if attention:
@@ -80,7 +80,7 @@ def test_greedy_matches_teacher_forcing(attention, style):
     b = task.batch(3, lengths=5, seed=2)
     ids, w = model.greedy(b.src, b.src_lengths, max_len=6)
     tgt_in = torch.cat([torch.full((3, 1), Vocab.bos_id), ids[:, :-1]], dim=1)
-    logits, wt = model(b.src, b.src_lengths, tgt_in.clamp(min=0))
+    logits, wt = model(b.src, tgt_in.clamp(min=0), b.src_lengths)
     alive = torch.ones_like(ids, dtype=torch.bool)
     for t in range(1, ids.shape[1]):  # steps after <eos> are padding
         alive[:, t] = alive[:, t - 1] & (ids[:, t - 1] != Vocab.eos_id)
@@ -112,10 +112,21 @@ def test_config_errors():
     with pytest.raises(ValueError, match="src_lengths"):
         model(
             torch.ones(2, 3, dtype=torch.long),
+            torch.ones(2, 2, dtype=torch.long),
             torch.tensor([3, 4]),
+        )
+    with pytest.warns(DeprecationWarning, match="0.1 order"):  # still works
+        model(
+            torch.ones(2, 3, dtype=torch.long),
+            torch.tensor([3, 2]),
             torch.ones(2, 2, dtype=torch.long),
         )
-    with pytest.raises(ValueError, match=r"\(B, S\)"):
+    with pytest.raises(ValueError, match="tgt_in holds the id 99"):
+        model(torch.ones(2, 3, dtype=torch.long), torch.full((2, 2), 99))
+    step = model.step(torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="prefix holds the id 99, outside"):
+        step(torch.full((2, 1), 99))  # not an IndexError from the embedding
+    with pytest.raises(ValueError, match=r"src must have 2 dimension"):
         model.greedy(torch.ones(3, dtype=torch.long), torch.tensor([3]))
 
 
@@ -182,7 +193,7 @@ def test_beam_search_drives_the_stateful_gru_step(attention, style):
     assert len(hyps) == 3
     for ids, score in hyps:
         tgt = torch.tensor([[Vocab.bos_id] + ids])  # (1, t + 1)
-        logp = model(b.src, b.src_lengths, tgt[:, :-1])[0].log_softmax(-1)
+        logp = model(b.src, tgt[:, :-1], b.src_lengths)[0].log_softmax(-1)
         want = logp[0].gather(-1, tgt[0, 1:, None]).sum().item()
         assert score == pytest.approx(want, abs=1e-4)
 
@@ -197,7 +208,7 @@ def test_sparse_mapping_gives_exact_zeros_and_rows_on_the_simplex(mapping):
     cfg = Seq2SeqConfig(V, V, attention="dot", style="luong", mapping=mapping)
     model = Seq2Seq(cfg)
     batch = task.batch(6, lengths=(3, 8), seed=0)
-    _, w = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
+    _, w = model(batch.src, batch.tgt_in, batch.src_lengths)  # (B, T, S)
     torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
     assert (w[~batch.src_mask[:, None, :].expand_as(w)] == 0).all()  # padding
     # sparse mappings leave exact zeros on real tokens too (softmax never does)

@@ -296,7 +296,7 @@ def test_seq2seq_trains_with_every_mapping(mapping):
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 
     def loss_of(model):
-        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+        logits, _ = model(batch.src, batch.tgt_in, batch.src_lengths)
         return token_loss(logits, batch.tgt_out)
 
     first = None

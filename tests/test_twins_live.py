@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tools/
 import attnlab  # noqa: E402
 from attnlab.course.ch01_seq2seq.twins import reversal_cases, seq2seq_live_twin  # noqa: E402
 from attnlab.course.ch07_transformer.twins import date_cases, date_translator_twin  # noqa: E402
+from attnlab.course.twin import CHECKS, JS_DIR  # noqa: E402
 from attnlab.course.twin.live import (  # noqa: E402
     MAX_PAGE_BYTES,
     export_model,
@@ -33,7 +34,6 @@ from attnlab.course.twin.live import (  # noqa: E402
 )
 from attnlab.data import DateTask, ReversalTask  # noqa: E402
 from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
-from attnlab.widgets.twin import CHECKS, JS_DIR  # noqa: E402
 
 NODE = shutil.which("node")
 CHROMIUM = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnlab.course.ch11_explanation import widgets as w11
 from attnlab.data import rationale_task
-from attnlab.widgets import explanation as w11
 
 
 def test_importance_panel_reports_top_tokens_and_recall():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from attnlab.widgets import mappings as W
+from attnlab.course.ch03_mappings import widgets as W
 
 
 @pytest.mark.parametrize("mapping", W.MAPPINGS)

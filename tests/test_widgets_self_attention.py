@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attnlab
-from attnlab.widgets import self_attention as w
+from attnlab.course.ch05_self_attention import widgets as w
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +100,7 @@ def test_widgets_build():
 def test_figures_fit_a_phone_and_carry_alt_text(monkeypatch):
     import matplotlib.pyplot as plt
 
-    from attnlab.widgets import self_attention as sa
+    from attnlab.course.ch05_self_attention import widgets as sa
 
     shown = []
     monkeypatch.setattr(sa, "_show", lambda fig, alt: shown.append((fig, alt)))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import attnlab
+from attnlab.course.ch01_seq2seq.widgets import alignment_explorer, alignment_widget
 from attnlab.data import DateTask, ReversalTask
 from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig
-from attnlab.widgets.seq2seq import alignment_explorer, alignment_widget
 
 
 def _model(task, attention="additive"):

@@ -11,7 +11,7 @@ import math  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from attnlab.widgets import structured as W  # noqa: E402
+from attnlab.course.ch04_structured import widgets as W  # noqa: E402
 
 
 @pytest.mark.parametrize("mapping", W.LAB_MAPPINGS)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attnlab
-from attnlab.widgets import transformer as wt
+from attnlab.course.ch07_transformer import widgets as wt
 
 
 @pytest.fixture(autouse=True)

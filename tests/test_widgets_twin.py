@@ -1,4 +1,4 @@
-"""Static twins (attnlab.widgets.twin, attnlab.widgets.twins).
+"""Static twins (attnlab.course.twin and each chapter's twins.py).
 
 * the emitted HTML keeps the contract the site's browser check relies on;
 * the runtime's math (core.js) equals attnlab's, run with Node.js when it is there;
@@ -21,16 +21,18 @@ import pytest
 import torch
 
 import attnlab
+from attnlab.course.ch01_seq2seq import twins as tw01
+from attnlab.course.ch02_recipe import twins as tw02
+from attnlab.course.ch03_mappings import twins as tw03
+from attnlab.course.ch04_structured import twins as twins_structured  # noqa: F401
+from attnlab.course.ch05_self_attention import twins as tw05
+from attnlab.course.ch07_transformer import twins as tw07
+from attnlab.course.ch08_fast_attention import twins as twins_fast_attention  # noqa: F401
+from attnlab.course.ch09_subquadratic import twins as twins_subquadratic  # noqa: F401
+from attnlab.course.ch10_pretrained import twins as twins_pretrained
+from attnlab.course.ch11_explanation import twins as twins_explanation  # noqa: F401
 from attnlab.course.ch12_circuits import twins as twins_circuits
-from attnlab.widgets import twins as tw
-from attnlab.widgets import (
-    twins_explanation,  # noqa: F401  (registers its check)
-    twins_fast_attention,  # noqa: F401  (registers its check)
-    twins_pretrained,
-    twins_structured,  # noqa: F401  (registers its check)
-    twins_subquadratic,  # noqa: F401  (registers its check)
-)
-from attnlab.widgets.twin import (
+from attnlab.course.twin import (
     CHECKS,
     HEAD,
     JS_DIR,
@@ -39,6 +41,7 @@ from attnlab.widgets.twin import (
     close,
     js_scripts,
     js_source,
+    rng,
 )
 from tools.browser_check import _twin_case_problems, run_twins_only  # noqa: E402
 
@@ -60,12 +63,12 @@ def _examples():
 
 def all_twins() -> list[Twin]:
     return [
-        tw.mapping_lab_twin(),
-        tw.query_vs_keys_twin(),
-        tw.mask_lab_twin(),
-        tw.sqrt_dk_twin(),
-        tw.positional_twin(),
-        tw.attention_maps_twin(_examples()),
+        tw03.mapping_lab_twin(),
+        tw02.query_vs_keys_twin(),
+        tw05.mask_lab_twin(),
+        tw05.sqrt_dk_twin(),
+        tw07.positional_twin(),
+        tw01.attention_maps_twin(_examples()),
         twins_pretrained.head_view_twin(_head_maps()),
         twins_circuits.induction_twin(_induction_maps()),
     ]
@@ -149,7 +152,7 @@ def test_html_contract(twin):
 
 
 def test_each_display_gets_a_fresh_id_and_a_check():
-    a, b = tw.mapping_lab_twin().html(), tw.mapping_lab_twin().html()
+    a, b = tw03.mapping_lab_twin().html(), tw03.mapping_lab_twin().html()
     ida, idb = (re.search(r'data-twin="\w+" id="([^"]+)"', h).group(1) for h in (a, b))
     assert ida != idb
     for twin in all_twins():
@@ -171,17 +174,17 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="known twins"):
         js_source("nope")
     with pytest.raises(ValueError, match="finite scores"):
-        tw.mapping_lab_twin([1.0, float("inf")])
+        tw03.mapping_lab_twin([1.0, float("inf")])
     with pytest.raises(ValueError, match="at least one example"):
-        tw.attention_maps_twin({})
+        tw01.attention_maps_twin({})
     bad = {"x": {"src": ["a"], "out": ["b", "c"], "weights": [[1.0]]}}
     with pytest.raises(ValueError, match=r"\(len\(out\), len\(src\)\)"):
-        tw.attention_maps_twin(bad)
+        tw01.attention_maps_twin(bad)
     assert "readout" in Readout("a", "b").html()
 
 
 def test_references_are_attnlabs_numbers():
-    data = tw.mapping_lab_twin().data
+    data = tw03.mapping_lab_twin().data
     ref = CHECKS["mapping_lab"].reference
     r = ref({"logscale": 2, "mapping": "sparsemax"}, data)  # x100
     assert r["support"] == 1 and r["max"] == 1.0 and r["entropy"] == 0.0
@@ -207,7 +210,7 @@ def test_close():
 
 def test_failing_readouts_are_reported():
     check = CHECKS["mapping_lab"]
-    data = tw.mapping_lab_twin().data
+    data = tw03.mapping_lab_twin().data
     case = {"logscale": 2, "mapping": "sparsemax"}
     good = check.reference(case, data)
     readouts = {k: {"text": str(v), "value": str(v)} for k, v in good.items()}
@@ -240,11 +243,11 @@ def _mulberry32_normals(seed, n):  # the straightforward loop, as written in cor
 
 def test_normals_mirror_the_browser_generator():
     np.testing.assert_allclose(
-        tw.normals(7, 500), _mulberry32_normals(7, 500), rtol=1e-12
+        rng.normals(7, 500), _mulberry32_normals(7, 500), rtol=1e-12
     )
-    g = tw.normals(0, 200_000)
+    g = rng.normals(0, 200_000)
     assert abs(g.mean()) < 0.01 and abs(g.std() - 1) < 0.01
-    s1, s64 = tw.sqrt_dk_stats(1), tw.sqrt_dk_stats(64)
+    s1, s64 = tw05.sqrt_dk_stats(1), tw05.sqrt_dk_stats(64)
     assert 0.8 < s64["sd_raw"] / 8 < 1.2 and 0.8 < s64["sd_scaled"] < 1.2
     assert s64["peak_raw"] > s64["peak_scaled"] and s1["sd_raw"] == s1["sd_scaled"]
 
@@ -324,7 +327,7 @@ def test_core_math_equals_attnlab(tmp_path):
     want = halves.half().double()
     got = torch.tensor([float(v) for v in out["f16"]], dtype=torch.float64)
     torch.testing.assert_close(got, want, atol=0, rtol=0)
-    np.testing.assert_allclose(out["normals"], tw.normals(3, 50), rtol=1e-12)
+    np.testing.assert_allclose(out["normals"], rng.normals(3, 50), rtol=1e-12)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -370,4 +373,4 @@ def test_positional_dot_depends_only_on_the_offset():
     for pos, k in ((10, 4), (40, -7), (50, 32), (0, 0), (33, 1)):
         ref = _positional_reference({"position": pos, "dim": 0, "offset": k}, data)
         assert abs(float(pe[pos] @ pe[pos + k]) - ref["dot"]) < 1e-9
-    assert tw.positional_twin().head == HEAD  # it follows a static figure
+    assert tw07.positional_twin().head == HEAD  # it follows a static figure

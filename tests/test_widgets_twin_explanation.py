@@ -1,4 +1,4 @@
-"""Chapter 11's static twin (attnlab.widgets.twins_explanation): the HTML contract,
+"""Chapter 11's static twin (attnlab.course.ch11_explanation.twins): the HTML contract,
 the reference, and the readouts in headless Chromium when it is there."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import shutil
 import pytest
 import torch
 
+from attnlab.course.ch11_explanation.twins import importance_twin  # noqa: E402
+from attnlab.course.twin import CHECKS  # noqa: E402
 from attnlab.data import rationale_task  # noqa: E402
-from attnlab.widgets.twin import CHECKS  # noqa: E402
-from attnlab.widgets.twins_explanation import importance_twin  # noqa: E402
 from tools.browser_check import run_twins_only  # noqa: E402
 
 

@@ -11,17 +11,17 @@ import shutil
 import pytest
 import torch
 
+from attnlab.course.ch04_structured import widgets as S  # noqa: E402
+from attnlab.course.ch04_structured.twins import alignment_lab_twin  # noqa: E402
 from attnlab.course.ch06_multihead.twins import slides_bug_twin  # noqa: E402
+from attnlab.course.ch08_fast_attention.twins import tile_map_twin  # noqa: E402
+from attnlab.course.ch08_fast_attention.widgets import tile_map  # noqa: E402
+from attnlab.course.ch09_subquadratic.twins import attention_pattern_twin  # noqa: E402
+from attnlab.course.ch09_subquadratic.widgets import attention_pattern  # noqa: E402
+from attnlab.course.ch11_explanation.twins import adversary_twin  # noqa: E402
+from attnlab.course.twin import CHECKS  # noqa: E402
+from attnlab.course.twin.rng import uniforms  # noqa: E402
 from attnlab.explain import jsd  # noqa: E402
-from attnlab.widgets import structured as S  # noqa: E402
-from attnlab.widgets.fast_attention import tile_map  # noqa: E402
-from attnlab.widgets.subquadratic import attention_pattern  # noqa: E402
-from attnlab.widgets.twin import CHECKS  # noqa: E402
-from attnlab.widgets.twins import uniforms  # noqa: E402
-from attnlab.widgets.twins_explanation import adversary_twin  # noqa: E402
-from attnlab.widgets.twins_fast_attention import tile_map_twin  # noqa: E402
-from attnlab.widgets.twins_structured import alignment_lab_twin  # noqa: E402
-from attnlab.widgets.twins_subquadratic import attention_pattern_twin  # noqa: E402
 from tools.browser_check import run_twins_only  # noqa: E402
 
 

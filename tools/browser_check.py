@@ -773,7 +773,7 @@ THEME = r"""
 
 
 def _twin_case_problems(where: str, check, case: dict, got: dict, data) -> list[str]:
-    from attnlab.widgets.twin import close
+    from attnlab.course.twin import close
 
     if "missing" in got:
         return [f"{where}: no control named {got['missing']!r}"]

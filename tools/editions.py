@@ -11,7 +11,7 @@ run), and ``make book`` does it after executing the chapters.
 
 Two editions, both generated, both committed (Colab opens files from the repository):
 
-* ``student/NN_topic.ipynb``: no solution cells, no outputs (:mod:`tools.student`);
+* ``student/NN_topic.ipynb``: no solution cells, no outputs (:mod:`tools.solutions`);
 * ``full/NN_topic.ipynb``: the whole chapter, solutions included, no outputs; what the
   chapter page's download button and full-chapter Colab button open.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools import exercise_numbers, myst_plain, nbtools, student  # noqa: E402
+from tools import exercise_numbers, myst_plain, nbtools, solutions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "glue-snapshot.json"
@@ -291,7 +291,7 @@ class Renderer:
     def render(self, stem: str, edition: str) -> dict:
         """The ``edition`` (``student`` or ``full``) of chapter ``stem``."""
         nb = self.masters[stem]
-        nb = student.student_notebook(nb) if edition == STUDENT else _cleared(nb)
+        nb = solutions.student_notebook(nb) if edition == STUDENT else _cleared(nb)
         nb = copy.deepcopy(nb)
         ctx = self.context(stem)
         cells = []

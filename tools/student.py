@@ -19,32 +19,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SOLUTION_TAG = "solution"
-# Text that only belongs inside a solution (the gated sphinx-exercise directives).
-SOLUTION_MARKERS = ("{solution-start}", "{solution-end}", "{solution}")
+from tools.solutions import (  # noqa: E402  (the transform lives below editions)
+    SOLUTION_MARKERS,
+    SOLUTION_TAG,
+    _source,
+    is_solution,
+    student_notebook,
+)
 
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def is_solution(cell: dict) -> bool:
-    return SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
-
-
-def student_notebook(nb: dict) -> dict:
-    """The notebook without solution cells, outputs cleared."""
-    cells = []
-    for cell in nb["cells"]:
-        if is_solution(cell):
-            continue
-        cell = dict(cell)
-        if cell["cell_type"] == "code":
-            cell["outputs"] = []
-            cell["execution_count"] = None
-        cells.append(cell)
-    return {**nb, "cells": cells}
+__all__ = ["SOLUTION_MARKERS", "SOLUTION_TAG", "is_solution", "student_notebook"]
 
 
 def problems(nb: dict, name: str) -> list[str]:
@@ -75,7 +58,7 @@ def write(src: Path, out: Path) -> list[Path]:
     Glued values come from the committed snapshot (tools/editions.py); a name missing
     from it is shown as a pointer to the measuring cell here (tests/test_editions.py fails on it
     for the published copy)."""
-    from tools import editions
+    from tools import editions  # editions imports tools.solutions, never this module
 
     out.mkdir(parents=True, exist_ok=True)
     renderer = editions.Renderer(src, missing_glue="mark")

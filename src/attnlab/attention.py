@@ -26,11 +26,63 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from . import validation as V
 from .mappings import softmax
-from .masking import apply_mask, causal_mask, fully_masked_rows
+from .masking import apply_mask, causal_mask, combine_masks, fully_masked_rows
 from .scoring import dot_score
 
 __all__ = ["attend", "scaled_dot_product_attention"]
+
+
+def attention_core(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    mapping: Callable = softmax,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The readable path, inputs already checked: scaled scores, mask, map, combine.
+
+    q (..., T, Dh), k (..., S, Dh), v (..., S, Dv), mask broadcastable to (..., T, S)
+    -> out (..., T, Dv), weights (..., T, S). ``scale`` None: ``1/sqrt(Dh)``."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T, Dh) @ (..., Dh, S)
+    return _combine(scores, v, mask, mapping, dropout_p)  # (..., T, Dv), (..., T, S)
+
+
+def dead_rows(mask: torch.Tensor) -> torch.Tensor:
+    """``(..., T, 1)`` True where the mask blocks every key (bool: all False; float:
+    all ``-inf``). Read from the mask only: no host sync."""
+    if mask.dtype == torch.bool:
+        return ~mask.any(dim=-1, keepdim=True)
+    return torch.isneginf(mask).all(dim=-1, keepdim=True)
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """The fast path, inputs already checked: ``F.scaled_dot_product_attention``
+    (fused kernels; no weights are made). (B, H, T, Dh) -> (B, H, T, Dv).
+
+    A query with no key gets a zero output by construction (``torch.where`` on the
+    mask's dead rows), whatever the kernel returns there."""
+    if is_causal and mask is not None:
+        mask = combine_masks(mask, causal_mask(q.shape[-2], k.shape[-2], q.device))
+        is_causal = False
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+    )  # (..., T, Dv)
+    if mask is not None:
+        out = out.masked_fill(dead_rows(mask), 0.0)  # (..., T, Dv)
+    return out
 
 
 def _combine(
@@ -67,14 +119,7 @@ def check_qkv(q, k, v, fn: str) -> None:
     ``k (..., S, Dh)`` and ``v (..., S, Dv)`` are tensors of one dtype that fit together.
     Shared by every attention function (this module and :mod:`attnlab.efficient`)."""
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(
-                f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
-            )
-        if t.dim() < 2:
-            raise ValueError(
-                f"{fn}: {name} needs shape (..., L, D), got {tuple(t.shape)}"
-            )
+        V.tensor(t, name, fn, min_dim=2)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"{fn}: q and k must share the last size Dh, got q {tuple(q.shape)} "
@@ -86,26 +131,17 @@ def check_qkv(q, k, v, fn: str) -> None:
             f"{tuple(k.shape)} and v {tuple(v.shape)}"
         )
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        if not t.is_floating_point():
-            raise TypeError(
-                f"{fn}: {name} must be a floating-point tensor, got {t.dtype}"
-            )
+        V.floating(t, name, fn)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"{fn}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
 
 
 def _check_values(fn: str, **tensors: torch.Tensor) -> None:
-    """TypeError unless every tensor is floating point; ValueError if one holds NaN or
-    ``±inf`` (it would come out as a silent NaN). Names ``fn`` and the argument."""
+    """TypeError unless every tensor is floating point; under :func:`attnlab.debug`,
+    ValueError if one holds NaN or ``±inf``. Names ``fn`` and the argument."""
     for name, t in tensors.items():
-        if not t.is_floating_point():
-            raise TypeError(
-                f"{fn}: {name} must be a floating-point tensor, got {t.dtype}"
-            )
-        if t.numel() and not bool(torch.isfinite(t).all()):
-            raise ValueError(
-                f"{fn}: {name} contains NaN or inf (shape {tuple(t.shape)})"
-            )
+        V.floating(t, name, fn)
+        V.finite(t, name, fn)
 
 
 def _check_batch(fn: str, q: torch.Tensor, k: torch.Tensor) -> None:
@@ -145,14 +181,9 @@ def attend(
     weights : (..., T, S)
     """
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(
-                f"attend: {name} must be a torch.Tensor, got {type(t).__name__}"
-            )
-        if t.dim() < 2:
-            raise ValueError(
-                f"attend: {name} needs shape (..., L, D), got {tuple(t.shape)}"
-            )
+        V.tensor(t, name, "attend", min_dim=2)
+    if not callable(score) or not callable(mapping):
+        raise TypeError("attend: score and mapping must be callables")
     if k.shape[:-1] != v.shape[:-1]:
         raise ValueError(
             f"attend: keys and values must agree on (..., S), got k {tuple(k.shape)} "
@@ -214,40 +245,34 @@ def scaled_dot_product_attention(
         gives since version 2.5 (``nn.MultiheadAttention`` still gives NaN there).
         With no keys at all (S = 0) the output is zeros (..., T, Dv), as PyTorch's.
 
-    NaN or ``±inf`` in q, k or v, a non-finite ``scale`` and integer tensors raise an
-    error that names the argument (PyTorch would return NaN or a dtype error).
+    A non-finite ``scale``, integer tensors and lists raise an error that names the
+    argument; NaN or ``±inf`` in q, k or v give NaN, as in PyTorch (a ValueError under
+    :func:`attnlab.debug`). Head width 0 gives the mean of the values, as PyTorch's.
     """
     fn = "scaled_dot_product_attention"
     check_qkv(q, k, v, fn)
     _check_values(fn, q=q, k=k, v=v)
     _check_batch(fn, q, k)
-    if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-            raise TypeError(f"{fn}: scale must be a real number or None, got {scale!r}")
-        if not math.isfinite(scale):
-            raise ValueError(f"{fn}: scale must be finite, got {scale}")
-    if (
-        isinstance(dropout_p, bool)
-        or not isinstance(dropout_p, numbers.Real)
-        or not (0.0 <= dropout_p <= 1.0)
-    ):
-        raise ValueError(
-            f"dropout_p must be a float in [0, 1], got {dropout_p!r} (the 5th "
+    scale = V.real(scale, "scale", fn, optional=True)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(
+            f"{fn}: dropout_p must be a float in [0, 1], got {dropout_p!r} (the 5th "
             "argument is dropout_p, as in PyTorch; pass is_causal by keyword)"
         )
+    dropout_p = V.real(dropout_p, "dropout_p", fn, low=0.0, high=1.0)
+    is_causal = V.flag(is_causal, "is_causal", fn)
     if is_causal and attn_mask is not None:
         raise ValueError(
             "pass either attn_mask or is_causal=True, not both (combine them with "
             "attnlab.combine_masks(attn_mask, attnlab.causal_mask(T, S)))"
         )
+    if attn_mask is not None:
+        V.tensor(attn_mask, "attn_mask", fn)
+    if mapping is not None and not callable(mapping):
+        raise TypeError(f"{fn}: mapping must be a callable or None, got {mapping!r}")
     T, S = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if is_causal:
-        attn_mask = causal_mask(T, S, device=q.device)  # (T, S)
-    scores = (
-        q @ k.transpose(-2, -1)
-    ) * scale  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
+    if is_causal:  # top-left triangle, as PyTorch's; T = 0 or S = 0 give empty masks
+        attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
     mapping = softmax if mapping is None else mapping
-    return _combine(
-        scores, v, attn_mask, mapping, dropout_p
-    )  # (..., T, Dv), (..., T, S)
+    # (..., T, Dh) x (..., S, Dh) x (..., S, Dv) -> (..., T, Dv), (..., T, S)
+    return attention_core(q, k, v, attn_mask, dropout_p, scale, mapping)

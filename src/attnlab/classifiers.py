@@ -31,7 +31,7 @@ from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 from .rationales import RationaleData
 from .train import fit
-from .transformer import TransformerEncoderLayer, _capture_weights
+from .transformer import TransformerEncoderLayer, capture_attention
 
 __all__ = [
     "AttentionClassifier",
@@ -220,7 +220,7 @@ class TransformerClassifier(nn.Module):
         x = torch.cat([self.embedding(cls), e], 1)  # (B, T+1, D)
         x = x + self.positions[: T + 1]  # (B, T+1, D)
         keys = torch.cat([torch.ones_like(mask[:, :1]), mask], 1)  # (B, T+1) may attend
-        with _capture_weights(
+        with capture_attention(
             {
                 "self": [
                     cast(MultiHeadAttention, layer.self_attn) for layer in self.layers

@@ -72,7 +72,7 @@ def greedy_decode(
     eos_id: int,
     max_len: int = 50,
     pad_id: int = 0,
-    device=None,
+    device: torch.device | str | None = None,
     *,
     return_weights: bool = False,
 ):
@@ -121,7 +121,7 @@ def beam_search(
     beam_size: int = 4,
     max_len: int = 50,
     alpha: float = 0.6,
-    device=None,
+    device: torch.device | str | None = None,
 ) -> list[tuple[list[int], float]]:
     """Beam search for one input: keep the ``beam_size`` best prefixes at each step.
 

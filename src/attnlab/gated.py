@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from . import validation as V
 from .efficient import _guard, elu_feature_map
 
 __all__ = ["gated_linear_attention", "gated_linear_attention_rnn"]
@@ -40,6 +41,7 @@ def _check(q, k, v, log_gate, fn):
             )
         if not t.is_floating_point():
             raise TypeError(f"{fn}: {name} must be floating point, got {t.dtype}")
+    V.same_dtype(fn, q=q, k=k, v=v, log_gate=log_gate)
     if q.shape != k.shape or q.shape[:-1] != v.shape[:-1]:
         raise ValueError(
             f"{fn}: q, k must be (..., T, Dh) and v (..., T, Dv) with the same leading "
@@ -57,7 +59,9 @@ def _check(q, k, v, log_gate, fn):
         )
 
 
-def gated_linear_attention(q, k, v, log_gate) -> torch.Tensor:
+def gated_linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_gate: torch.Tensor
+) -> torch.Tensor:
     """Causal gated linear attention in its attention form (see the module docstring).
 
     q, k (..., T, Dh), v (..., T, Dv), log_gate (..., T) <= 0 -> (..., T, Dv)."""
@@ -72,7 +76,9 @@ def gated_linear_attention(q, k, v, log_gate) -> torch.Tensor:
     return (a @ v) / _guard(a.sum(-1, keepdim=True))  # (..., T, Dv)
 
 
-def gated_linear_attention_rnn(q, k, v, log_gate) -> torch.Tensor:
+def gated_linear_attention_rnn(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_gate: torch.Tensor
+) -> torch.Tensor:
     """The same function as a recurrence over t: one (Dh, Dv) state, O(T) steps."""
     _check(q, k, v, log_gate, "gated_linear_attention_rnn")
     fq, fk = elu_feature_map(q), elu_feature_map(k)  # (..., T, Dh)

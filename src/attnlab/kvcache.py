@@ -11,7 +11,7 @@ projections and feed-forward layers of old tokens are never recomputed
 ``reorder`` hook that :func:`attnlab.beam_search` calls), and
 :func:`generate_with_cache` is :meth:`attnlab.TransformerLM.generate` with it; both give
 the same tokens as without the cache. They drive the model's own layers
-(``self_attn.w_q/w_k/w_v/w_o``, ``_residual``, ``_ff``), so the model needs no change.
+(``self_attn.w_q/w_k/w_v/w_o``, ``residual``, ``feed_forward``), so the model needs no change.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from . import validation as V
 from .decoding import generate
 
 __all__ = ["KVCache", "CachedLMStep", "generate_with_cache"]
@@ -104,8 +105,10 @@ def _forward_cached(lm, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
         def sa(h, n=n, layer=layer):  # (B, t, D) -> (B, t, D)
             return _cached_self_attention(layer.self_attn, h, cache, n, past)
 
-        x = layer._residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
-        x = layer._residual(x, layer.norm2, layer.dropout2, layer._ff)  # (B, t, D)
+        x = layer.residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
+        x = layer.residual(
+            x, layer.norm2, layer.dropout2, layer.feed_forward
+        )  # (B, t, D)
     return lm.out(lm.blocks.norm(x))  # (B, t, V)
 
 
@@ -125,6 +128,9 @@ class CachedLMStep:
         self.seen: torch.Tensor | None = None  # the ids whose keys are cached (B, past)
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        fn = "CachedLMStep"
+        V.tensor(ids, "ids", fn, dim=2)
+        V.token_ids(ids, self.lm.config.tgt_vocab, "ids", fn)  # no IndexError inside
         past = len(self.cache)
         if self.seen is not None:
             if ids.dim() != 2 or ids.shape[0] != self.seen.shape[0]:
@@ -144,9 +150,9 @@ class CachedLMStep:
                 f"a cached step needs new tokens: prefix of length {ids.shape[1]}, "
                 f"{past} already cached"
             )
-        if ids.shape[1] > self.lm.cfg.max_len:
+        if ids.shape[1] > self.lm.config.max_len:
             raise ValueError(
-                f"prefix length {ids.shape[1]} exceeds max_len {self.lm.cfg.max_len}: "
+                f"prefix length {ids.shape[1]} exceeds max_len {self.lm.config.max_len}: "
                 "the uncached step crops the context, a cache of absolute positions "
                 "cannot"
             )
@@ -162,19 +168,25 @@ class CachedLMStep:
 
 @torch.no_grad()
 def generate_with_cache(
-    lm, prompt: torch.Tensor, n_new: int, temperature: float = 0.0, generator=None
+    lm: Any,
+    prompt: torch.Tensor,
+    n_new: int,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """:meth:`TransformerLM.generate` with a KV cache — the same loop
     (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is
     run once, then one token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``;
-    needs ``T0 + n_new <= lm.cfg.max_len``."""
+    needs ``T0 + n_new <= lm.config.max_len``."""
+    V.tensor(prompt, "prompt", "generate_with_cache")
+    n_new = V.integer(n_new, "n_new", "generate_with_cache", low=0)
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(
             f"prompt must be (B, T0) with T0 >= 1, got {tuple(prompt.shape)}"
         )
-    if prompt.shape[1] + n_new > lm.cfg.max_len:
+    if prompt.shape[1] + n_new > lm.config.max_len:
         raise ValueError(
             f"prompt length {prompt.shape[1]} + n_new {n_new} exceeds max_len "
-            f"{lm.cfg.max_len}; use lm.generate, which crops the context"
+            f"{lm.config.max_len}; use lm.generate, which crops the context"
         )
     return generate(CachedLMStep(lm), prompt, n_new, temperature, generator)

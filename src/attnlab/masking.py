@@ -22,9 +22,11 @@ import math
 import numbers
 import operator
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
+
+from . import validation as V
 
 __all__ = [
     "causal_mask",
@@ -37,6 +39,7 @@ __all__ = [
     "warn_if_nothing_attended",
     "MaskConventionWarning",
     "derived_masks",
+    "canonical_mask",
 ]
 
 _DERIVED = contextvars.ContextVar("attnlab_derived_masks", default=False)
@@ -67,24 +70,38 @@ def _size(value, name: str, fn: str, low: int) -> int:
     return value
 
 
-def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
+def causal_mask(
+    T: int, S: int | None = None, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Lower-triangular boolean mask ``(T, S)``: query ``i`` may attend keys ``j <= i``.
 
     The triangle is aligned to the top left, as ``is_causal`` in
     :func:`torch.nn.functional.scaled_dot_product_attention`: query ``i`` sees keys
-    ``0..i`` for any S.
+    ``0..i`` for any S. ``T = 0`` or ``S = 0`` give an empty mask (as PyTorch).
     """
-    S = T if S is None else S
-    for value, name in ((T, "T"), (S, "S")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"causal_mask: {name} must be an int, got {value!r}")
-    T, S = int(T), int(S)
-    if T < 1 or S < 1:
-        raise ValueError(f"causal_mask needs T >= 1 and S >= 1, got T={T}, S={S}")
+    T = V.integer(T, "T", "causal_mask", low=0)
+    S = T if S is None else V.integer(S, "S", "causal_mask", low=0)
     return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
 
 
-def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
+def streaming_mask(T: int, window: int, n_sink: int = 0) -> torch.Tensor:
+    """(T, T) bool, True = may attend: causal, keys among the last ``window`` positions
+    (the query's own included) or among the first ``n_sink`` (a decoder with a rolling
+    cache and attention sinks). Re-exported by :mod:`attnlab.serving`, its 0.1 home;
+    not in the top-level namespace."""
+    for name, val, low in (("T", T, 0), ("window", window, 1), ("n_sink", n_sink, 0)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
+    i = torch.arange(T)[:, None]  # (T, 1)
+    j = torch.arange(T)[None, :]  # (1, T)
+    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
+
+
+def padding_mask(
+    lengths: torch.Tensor | Sequence[int],
+    S: int | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """Boolean key mask ``(B, S)``: ``True`` on the first ``lengths[b]`` positions.
 
     Use it as ``mask[:, None, :]`` for scores ``(B, T, S)`` or ``mask[:, None, None, :]``
@@ -120,19 +137,20 @@ def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
     return torch.arange(S, device=lengths.device) < lengths[:, None]  # (B, S)
 
 
-def to_additive(mask: torch.Tensor, mask_value: float = float("-inf"), dtype=None):
+def to_additive(
+    mask: torch.Tensor,
+    mask_value: float = float("-inf"),
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """Boolean mask (``True`` = may attend) -> float mask to add to the scores.
 
     ``mask_value`` is what blocked positions get: ``-inf`` (exact zeros after softmax) or a
     finite stand-in such as the ``-10000`` of early BERT code, which is *not* always
     enough (scaled-up scores, float16).
     """
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(
-            f"to_additive expects a boolean tensor, got {type(mask).__name__}"
-        )
+    V.tensor(mask, "mask", "to_additive")
     if mask.dtype != torch.bool:
-        raise TypeError(f"to_additive expects a boolean mask, got dtype {mask.dtype}")
+        raise TypeError(f"to_additive: mask must be boolean, got dtype {mask.dtype}")
     if isinstance(mask_value, bool) or not isinstance(mask_value, numbers.Real):
         raise TypeError(f"to_additive: mask_value must be a number, got {mask_value!r}")
     if math.isnan(mask_value) or mask_value > 0:
@@ -165,7 +183,7 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
         raise TypeError(
             f"{name} must be bool (True = may attend) or float (added), got {mask.dtype}"
         )
-    if mask.is_floating_point() and mask.numel():
+    if V.debugging() and mask.is_floating_point() and mask.numel():
         if bool((torch.isnan(mask) | torch.isposinf(mask)).any()):
             raise ValueError(
                 f"{name} is a float mask (added to the scores) containing NaN or +inf; "
@@ -184,6 +202,7 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
 
 def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Scores with the mask applied: boolean -> ``-inf`` where ``False``; float -> added."""
+    V.floating(scores, "scores", "apply_mask")
     if mask is None:
         return scores
     check_mask(mask, scores)
@@ -192,7 +211,9 @@ def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return scores + mask.to(scores.dtype)
 
 
-def combine_masks(*masks: torch.Tensor | None, dtype=None) -> torch.Tensor | None:
+def combine_masks(
+    *masks: torch.Tensor | None, dtype: torch.dtype | None = None
+) -> torch.Tensor | None:
     """One mask that blocks whatever any of ``masks`` blocks (``None`` entries skipped).
 
     All boolean -> their logical AND (``True`` = may attend). If any is a float mask,
@@ -245,6 +266,7 @@ def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
     ``F.scaled_dot_product_attention`` returns zeros for a row of ``-inf`` on a CPU, as
     attnlab does.)
     """
+    V.tensor(scores, "scores", "fully_masked_rows", min_dim=1)
     return torch.isneginf(scores).all(dim=-1, keepdim=True)
 
 
@@ -273,9 +295,9 @@ def warn_if_nothing_attended(
     :func:`derived_masks` (a model's own masks: an empty source there is just empty).
     Filter :class:`MaskConventionWarning` where a dead row is intended.
     """
+    V.tensor(mask, "mask", "warn_if_nothing_attended")
     if (
         _DERIVED.get()
-        or not isinstance(mask, torch.Tensor)
         or mask.dtype != torch.bool
         or mask.dim() == 0
         or mask.shape[-1] == 0
@@ -321,3 +343,97 @@ def warn_if_nothing_attended(
         stacklevel=4,
     )
     return True
+
+
+def _convention_scan(mask: torch.Tensor, name: str, fn: str) -> None:
+    """The conventions a caller's mask can get wrong, read with one host sync: a float
+    mask with NaN or +inf, or of 0/1 indicators (ValueError); a boolean mask with a
+    row that blocks every key (:class:`MaskConventionWarning`)."""
+    if mask.numel() == 0:
+        return
+    if mask.dtype == torch.bool:
+        warn_if_nothing_attended(mask, name)
+        return
+    flags = torch.stack(
+        [
+            (torch.isnan(mask) | torch.isposinf(mask)).any(),
+            ((mask == 0) | (mask == 1)).all() & (mask == 1).any(),
+        ]
+    ).tolist()  # one sync for both
+    if flags[0]:
+        raise ValueError(
+            f"{fn}: {name} is a float mask (added to the scores) containing NaN or "
+            "+inf; use 0 where a key may be attended and -inf where not"
+        )
+    if flags[1]:
+        raise ValueError(
+            f"{fn}: {name} is a float mask of 0s and 1s, but float masks are added to "
+            "the scores (here and in PyTorch), so 1 would not mean 'keep' or "
+            "'block'. Pass a bool mask (True = may attend) or a float mask with 0 "
+            "and -inf"
+        )
+
+
+def canonical_mask(
+    attn_mask: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    *,
+    B: int,
+    H: int,
+    T: int,
+    S: int,
+    dtype: torch.dtype,
+    fn: str = "MultiHeadAttention",
+) -> torch.Tensor | None:
+    """The one mask of a multi-head attention call: ``None``, or boolean (``True`` = may
+    attend) or float (added) of shape ``(B|1, H|1, T, S)``, made once per call.
+
+    ``attn_mask``: (T, S), (B, T, S), PyTorch's (B·H, T, S), or anything broadcastable
+    to (B, H, T, S); ``key_padding_mask``: (B, S). Shapes and dtypes are checked from
+    metadata; a mask the caller built (outside :func:`derived_masks`) is also scanned
+    once for the convention mistakes (NaN/+inf or 0/1 float masks raise, a boolean
+    row with no key warns): one host sync per mask. A float result has ``dtype``.
+    """
+    for m, name in ((attn_mask, "attn_mask"), (key_padding_mask, "key_padding_mask")):
+        if m is None:
+            continue
+        V.tensor(m, name, fn)
+        if m.dtype != torch.bool and not m.is_floating_point():
+            raise TypeError(
+                f"{fn}: {name} must be bool (True = may attend) or float (added to "
+                f"the scores), got {m.dtype}"
+            )
+        if not _DERIVED.get():
+            _convention_scan(m, name, fn)
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (B, S):
+            raise ValueError(
+                f"{fn}: key_padding_mask must have shape (B, S) = {(B, S)}, "
+                f"got {tuple(key_padding_mask.shape)}"
+            )
+        key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+    if attn_mask is not None:
+        if attn_mask.dim() == 3:
+            if attn_mask.shape[0] == B and attn_mask.shape[1:] == (T, S):
+                attn_mask = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
+            elif attn_mask.shape == (B * H, T, S):  # PyTorch's layout
+                attn_mask = attn_mask.view(B, H, T, S)  # (B·H, T, S) -> (B, H, T, S)
+            else:
+                raise ValueError(
+                    f"{fn}: a 3-D attn_mask must be (B, T, S) = {(B, T, S)} or "
+                    f"PyTorch's (B*H, T, S) = {(B * H, T, S)}, got "
+                    f"{tuple(attn_mask.shape)}"
+                )
+        try:
+            ok = torch.broadcast_shapes(attn_mask.shape, (B, H, T, S)) == (B, H, T, S)
+        except RuntimeError:
+            ok = False
+        if not ok or attn_mask.dim() > 4:
+            raise ValueError(
+                f"{fn}: attn_mask of shape {tuple(attn_mask.shape)} does not broadcast "
+                f"to the scores (B, H, T, S) = {(B, H, T, S)}"
+            )
+    mask = combine_masks(attn_mask, key_padding_mask, dtype=dtype)
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != dtype:
+        mask = mask.to(dtype)
+    return mask

@@ -28,13 +28,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import scaled_dot_product_attention
-from .masking import (
-    causal_mask,
-    check_mask,
-    combine_masks,
-    warn_if_nothing_attended,
-)
+from . import validation as V
+from .attention import attention_core, fused_attention
+from .masking import canonical_mask, causal_mask, combine_masks
 
 __all__ = ["MultiHeadAttention"]
 
@@ -162,9 +158,18 @@ class MultiHeadAttention(nn.Module):
         out : (B, T, D)
         weights : (B, H, T, S), (B, T, S) when averaged, or ``None``.
         """
-        self._check_inputs(query, key, value, key_padding_mask, attn_mask)
+        fn = "MultiHeadAttention"
+        self._check_inputs(query, key, value)
+        need_weights = V.flag(need_weights, "need_weights", fn)
+        average_attn_weights = V.flag(average_attn_weights, "average_attn_weights", fn)
+        is_causal = V.flag(is_causal, "is_causal", fn)
         B, T, D = query.shape  # batch, queries, model width
         S, H, Dh = key.shape[1], self.n_heads, self.d_head  # keys, heads, head width
+        # the one canonical mask of this call: None, or bool/float (B|1, H|1, T, S);
+        # checked here once (shapes; the convention scan of a mask the caller built)
+        mask = canonical_mask(
+            attn_mask, key_padding_mask, B=B, H=H, T=T, S=S, dtype=query.dtype, fn=fn
+        )
 
         q = self.w_q(query)  # (B, T, D) -> (B, T, D): all H heads at once
         k = self.w_k(key)  # (B, S, kdim) -> (B, S, D)
@@ -173,44 +178,39 @@ class MultiHeadAttention(nn.Module):
         k = k.view(B, S, H, Dh).transpose(1, 2)  # (B, S, D) -> (B, H, S, Dh)
         v = v.view(B, S, H, Dh).transpose(1, 2)  # (B, S, D) -> (B, H, S, Dh)
 
-        if attn_mask is not None and attn_mask.dim() == 3:
-            if attn_mask.shape[0] == B:
-                attn_mask = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
-            else:  # PyTorch's layout, checked in _check_inputs
-                attn_mask = attn_mask.view(B, H, *attn_mask.shape[1:])  # (B, H, T, S)
-        if key_padding_mask is not None:
-            key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
-        causal = causal_mask(T, S, device=query.device) if is_causal else None  # (T, S)
-        mask = combine_masks(attn_mask, key_padding_mask, causal)  # -> (B|1, H|1, T, S)
-        if mask is not None and mask.dtype != torch.bool:
-            mask = mask.to(q.dtype)
-
         p = self.dropout if self.training else 0.0
-        # (B, H, T, Dh) x (B, H, S, Dh) x (B, H, S, Dh) -> (B, H, T, Dh), (B, H, T, S)
-        heads, weights = scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=p
-        )
+        if not need_weights:
+            # the fast path (nanoGPT's switch): PyTorch's fused kernel, no weights made
+            heads = fused_attention(q, k, v, mask, p, is_causal)  # (B, H, T, Dh)
+            weights = None
+        else:
+            if is_causal:
+                mask = combine_masks(mask, causal_mask(T, S, device=query.device))
+            # (B, H, T, Dh) x (B, H, S, Dh) x (B, H, S, Dh) -> (B, H, T, Dh), (B, H, T, S)
+            heads, weights = attention_core(q, k, v, mask, p)
         heads = heads.transpose(1, 2).reshape(B, T, D)  # (B, H, T, Dh) -> (B, T, D)
         out = self.w_o(heads)  # (B, T, D) -> (B, T, D): mixes the heads
-        if not need_weights:
+        if weights is None:
             return out, None
         return out, (weights.mean(1) if average_attn_weights else weights)
 
-    def _check_inputs(self, query, key, value, key_padding_mask, attn_mask) -> None:
+    def _check_inputs(self, query, key, value) -> None:
+        """Metadata only (types, ranks, widths, dtypes): no host sync. NaN/inf in the
+        inputs raise under :func:`attnlab.debug` only."""
+        fn = "MultiHeadAttention"
         for t, name in ((query, "query"), (key, "key"), (value, "value")):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(
-                    f"{name} must be a torch.Tensor, got {type(t).__name__}"
-                )
+            V.floating(t, name, fn)
             if t.dim() != 3:
                 raise ValueError(
                     f"{name} must be batch-first (B, L, width), got {tuple(t.shape)}; "
                     "add a batch dimension with x[None]"
                 )
-            if not t.is_floating_point():
-                raise TypeError(
-                    f"{name} must be a floating-point tensor, got {t.dtype}"
-                )
+        V.same_dtype(fn, query=query, key=key, value=value)
+        if query.dtype != self.w_q.weight.dtype:
+            raise TypeError(
+                f"{fn}: query is {query.dtype} but the module's weights are "
+                f"{self.w_q.weight.dtype} (convert one with .to())"
+            )
         widths = (
             (query, "query", self.d_model, "d_model"),
             (key, "key", self.kdim, "kdim"),
@@ -229,90 +229,74 @@ class MultiHeadAttention(nn.Module):
                 f"{tuple(value.shape)}"
             )
         for t, name in ((query, "query"), (key, "key"), (value, "value")):
-            if t.numel() and not bool(torch.isfinite(t).all()):
-                raise ValueError(f"{name} contains NaN or inf (shape {tuple(t.shape)})")
-        (B, T), S, H = query.shape[:2], key.shape[1], self.n_heads
-        if key_padding_mask is not None:
-            self._check_mask(key_padding_mask, "key_padding_mask")
-            if tuple(key_padding_mask.shape) != (B, S):
+            V.finite(t, name, fn)
+
+    def check_torch(self, mha: nn.Module) -> None:
+        """Raise unless ``mha`` is an ``nn.MultiheadAttention`` whose every weight has
+        the shape of ours (widths, heads, kdim/vdim, biases, dtype). Copies nothing."""
+        fn = "load_torch"
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(
+                f"{fn} takes an nn.MultiheadAttention, got {type(mha).__name__}"
+            )
+        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads):
+            raise ValueError(
+                f"{fn}: shape mismatch: torch module has embed_dim={mha.embed_dim}, "
+                f"num_heads={mha.num_heads}; this one d_model={self.d_model}, "
+                f"n_heads={self.n_heads}"
+            )
+        if (mha.kdim, mha.vdim) != (self.kdim, self.vdim):
+            raise ValueError(
+                f"{fn}: torch module has kdim={mha.kdim}, vdim={mha.vdim}; this one "
+                f"kdim={self.kdim}, vdim={self.vdim}"
+            )
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError(
+                f"{fn}: add_bias_kv / add_zero_attn have no counterpart here"
+            )
+        if (mha.in_proj_bias is None) != (self.w_q.bias is None) or (
+            mha.out_proj.bias is None
+        ) != (self.w_o.bias is None):
+            raise ValueError(f"{fn}: one module has biases and the other does not")
+        for (ours, _), theirs in zip(self._torch_pairs(mha), self._torch_sources(mha)):
+            if ours.shape != theirs.shape:
                 raise ValueError(
-                    f"key_padding_mask must have shape (B, S) = {(B, S)}, "
-                    f"got {tuple(key_padding_mask.shape)}"
+                    f"{fn}: weight of shape {tuple(theirs.shape)} does not fit ours "
+                    f"{tuple(ours.shape)}"
                 )
-            warn_if_nothing_attended(key_padding_mask, "key_padding_mask")
-        if attn_mask is not None:
-            self._check_mask(attn_mask, "attn_mask")
-            if attn_mask.dim() == 3 and attn_mask.shape[0] not in (B, B * H):
-                raise ValueError(
-                    f"a 3-D attn_mask must be (B, T, S) = {(B, T, S)} or PyTorch's "
-                    f"(B*H, T, S) = {(B * H, T, S)}, got {tuple(attn_mask.shape)}"
+            if ours.dtype != theirs.dtype:
+                raise TypeError(
+                    f"{fn}: torch module is {theirs.dtype}, this one {ours.dtype}"
                 )
-            if attn_mask.dim() >= 2:
-                like = torch.empty(()).expand(B, H, T, S)  # shape only, no memory
-                shaped = attn_mask
-                if attn_mask.dim() == 3 and attn_mask.shape[0] == B:
-                    shaped = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
-                elif attn_mask.dim() == 3:
-                    shaped = attn_mask.reshape(B, H, *attn_mask.shape[1:])
-                check_mask(shaped, like, "attn_mask")
-            warn_if_nothing_attended(attn_mask, "attn_mask")
+
+    def _torch_pairs(self, mha: nn.MultiheadAttention) -> list:
+        ours = [self.w_q.weight, self.w_k.weight, self.w_v.weight, self.w_o.weight]
+        if self.w_q.bias is not None:
+            ours += [self.w_q.bias, self.w_k.bias, self.w_v.bias, self.w_o.bias]
+        return [(t, None) for t in ours]
 
     @staticmethod
-    def _check_mask(mask, name: str) -> None:
-        """Type and dtype of a mask; a float mask must be additive, not 0/1."""
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor (bool: True = may attend; or float, "
-                f"added), got {type(mask).__name__}"
-            )
-        if mask.dtype != torch.bool and not mask.is_floating_point():
-            raise TypeError(
-                f"{name} must be bool (True = may attend) or float (added to the "
-                f"scores), got {mask.dtype}"
-            )
-        if mask.is_floating_point() and mask.numel():
-            if bool((torch.isnan(mask) | torch.isposinf(mask)).any()):
-                raise ValueError(f"{name}: a float mask may not contain NaN or +inf")
-            if bool(((mask == 0) | (mask == 1)).all()) and bool((mask == 1).any()):
-                raise ValueError(
-                    f"{name} is a float mask of 0s and 1s, but float masks are added to "
-                    "the scores (here and in PyTorch), so 1 would not mean 'keep' or "
-                    "'block'. Pass a bool mask (True = may attend) or a float mask "
-                    "with 0 and -inf"
-                )
+    def _torch_sources(mha: nn.MultiheadAttention) -> list:
+        if mha._qkv_same_embed_dim:
+            w = list(mha.in_proj_weight.chunk(3))  # 3 x (D, D)
+        else:
+            w = [mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight]
+        src = [*w, mha.out_proj.weight]
+        if mha.in_proj_bias is not None:
+            src += [*mha.in_proj_bias.chunk(3), mha.out_proj.bias]
+        return src
 
     @torch.no_grad()
     def load_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` (returns ``self``).
 
         PyTorch stacks the three input projections in ``in_proj_weight`` (3D, D) when
-        kdim = vdim = D (else ``q/k/v_proj_weight``); ``out_proj`` is ``w_o``. Its
-        boolean masks mean the opposite of ours: pass ``~mask`` to one of the two.
+        kdim = vdim = D (else ``q/k/v_proj_weight``); ``out_proj`` is ``w_o``. Every
+        shape is checked before anything is copied (:meth:`check_torch`): a mismatch
+        raises and leaves this module as it was. Its boolean masks mean the opposite
+        of ours: pass ``~mask`` to one of the two.
         """
-        if not isinstance(mha, nn.MultiheadAttention):
-            raise TypeError(
-                f"load_torch takes an nn.MultiheadAttention, got {type(mha).__name__}"
-            )
-        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads):
-            raise ValueError(
-                f"shape mismatch: torch module has embed_dim={mha.embed_dim}, "
-                f"num_heads={mha.num_heads}; this one d_model={self.d_model}, "
-                f"n_heads={self.n_heads}"
-            )
-        if mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("add_bias_kv / add_zero_attn have no counterpart here")
-        if mha._qkv_same_embed_dim:
-            w = mha.in_proj_weight.chunk(3)  # 3 x (D, D)
-        else:
-            w = (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight)
-        b = (None,) * 3 if mha.in_proj_bias is None else mha.in_proj_bias.chunk(3)
-        for lin, wi, bi in zip((self.w_q, self.w_k, self.w_v), w, b):
-            lin.weight.copy_(wi)
-            if (lin.bias is None) != (bi is None):
-                raise ValueError("one module has biases and the other does not")
-            if bi is not None:
-                lin.bias.copy_(bi)
-        self.w_o.weight.copy_(mha.out_proj.weight)
-        if self.w_o.bias is not None:
-            self.w_o.bias.copy_(mha.out_proj.bias)
+        self.check_torch(mha)
+        for (ours, _), theirs in zip(self._torch_pairs(mha), self._torch_sources(mha)):
+            ours.copy_(theirs)
         return self

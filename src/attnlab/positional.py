@@ -31,6 +31,8 @@ import numbers
 import torch
 from torch import nn
 
+from . import validation as V
+
 __all__ = [
     "sinusoidal_encoding",
     "relative_shift_matrix",
@@ -117,8 +119,7 @@ def _check_offset(offset, name: str) -> int:
 
 
 def _check_input(x: torch.Tensor, d_model: int, name: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} expects a tensor (B, T, D), got {type(x).__name__}")
+    V.tensor(x, "x", name)
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(
             f"{name} expects x of shape (B, T, D={d_model}), got {tuple(x.shape)}"
@@ -191,10 +192,7 @@ def apply_rotary(
     ``m`` and a key at ``n`` then depends on ``m - n`` only:
     ``rot(q, m)·rot(k, n) = rot(q, m - n)·k``.
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(
-            f"apply_rotary expects a tensor (..., T, D), got {type(x).__name__}"
-        )
+    V.tensor(x, "x", "apply_rotary")
     if x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"apply_rotary needs x (..., T, D) with even D, got {x.shape}")
     if not x.is_floating_point():

@@ -27,6 +27,8 @@ import math
 
 import torch
 
+from . import validation as V
+
 __all__ = ["random_projection", "positive_random_features", "random_feature_attention"]
 
 
@@ -57,17 +59,21 @@ def _exponents(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.T.to(x.dtype) - (x * x).sum(-1, keepdim=True) / 2
 
 
+def _check_features(x: torch.Tensor, name: str, w: torch.Tensor, fn: str) -> None:
+    V.floating(x, name, fn, min_dim=1)
+    V.floating(w, "w", fn)
+    if w.dim() != 2 or w.shape[-1] != x.shape[-1] or w.shape[0] == 0:
+        raise ValueError(
+            f"{fn}: w must be (m, d) with m >= 1 and the d of {name} "
+            f"{tuple(x.shape)}, got {tuple(w.shape)}"
+        )
+
+
 def positive_random_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``phi(x) = exp(x W^T - |x|^2 / 2) / sqrt(m)``: ``x (..., n, d)``, ``W (m, d)`` ->
     ``(..., n, m)``, all positive. Computed with the row's max subtracted inside the
     exponential and multiplied back, so large ``|x|`` does not overflow."""
-    if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
-        raise TypeError("positive_random_features: x and W must be torch.Tensors")
-    if w.dim() != 2 or x.shape[-1] != w.shape[-1]:
-        raise ValueError(
-            f"positive_random_features: x (..., n, d) and W (m, d) must share d, got "
-            f"{tuple(x.shape)} and {tuple(w.shape)}"
-        )
+    _check_features(x, "x", w, "positive_random_features")
     return torch.exp(_exponents(x, w)) / math.sqrt(w.shape[0])  # (..., n, m)
 
 
@@ -85,13 +91,12 @@ def random_feature_attention(
     The features of ``q`` and ``k`` may share a common factor that cancels in the
     ratio; the keys' largest exponent is subtracted (over all keys) and the queries' per
     row, so the estimate is the same and nothing overflows."""
+    fn = "random_feature_attention"
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"random_feature_attention: {name} must be a torch.Tensor")
-        if t.dim() < 2 or not torch.isfinite(t).all():
-            raise ValueError(
-                f"random_feature_attention: {name} must be (..., n, d) and finite"
-            )
+        V.floating(t, name, fn, min_dim=2)
+        V.finite(t, name, fn)
+    V.same_dtype(fn, q=q, k=k, v=v)
+    _check_features(q, "q", w, fn)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(
             "random_feature_attention: shapes must be q (..., T, d), k (..., S, d), "

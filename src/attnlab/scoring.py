@@ -73,7 +73,9 @@ def dot_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q @ k.transpose(-2, -1)  # (..., T, D) @ (..., D, S) -> (..., T, S)
 
 
-def scaled_dot_score(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Tensor:
+def scaled_dot_score(
+    q: torch.Tensor, k: torch.Tensor, scale: float | None = None
+) -> torch.Tensor:
     """``k_jᵀ q / √D`` (or times ``scale``): (..., T, D), (..., S, D) -> (..., T, S)."""
     _check_qk(q, k, "scaled_dot_score", same_dim=True)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -183,8 +185,11 @@ _NAMES = ("dot", "scaled_dot", "bilinear", "additive", "mlp")
 
 
 def get_scorer(
-    name: str, d_q: int | None = None, d_k: int | None = None, d_hidden=None
-):
+    name: str,
+    d_q: int | None = None,
+    d_k: int | None = None,
+    d_hidden: int | None = None,
+) -> nn.Module:
     """Build a scorer by name: ``dot``, ``scaled_dot``, ``bilinear``, ``additive``, ``mlp``.
 
     ``dot`` and ``scaled_dot`` have no parameters (``d_q``/``d_k`` are optional and, if

@@ -31,14 +31,16 @@ annotation size (also the decoder state size), V vocabulary size.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from . import validation as V
 from .attention import attend
-from .data import Vocab
+from .data import Batch, Task, Vocab
 from .decoding import greedy_decode
 from .masking import padding_mask
 from .scoring import get_scorer
@@ -83,10 +85,12 @@ class Seq2SeqConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
-def _check_src(src, src_lengths):
-    if not isinstance(src, torch.Tensor) or src.dim() != 2:
-        shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
-        raise ValueError(f"src must be a (B, S) tensor of ids, got {shape}")
+def _check_src(src, src_lengths, vocab: int, fn: str = "Seq2Seq"):
+    V.tensor(src, "src", fn, dim=2)
+    V.token_ids(src, vocab, "src", fn)
+    V.tensor(src_lengths, "src_lengths", fn)
+    if src_lengths.is_floating_point() or src_lengths.dtype == torch.bool:
+        raise TypeError(f"{fn}: src_lengths must be integers, got {src_lengths.dtype}")
     if src_lengths.shape != (src.shape[0],):
         raise ValueError(
             f"src_lengths must have shape (B,) = ({src.shape[0]},), "
@@ -106,7 +110,9 @@ class Encoder(nn.Module):
         self.embed = nn.Embedding(vocab, d_emb, padding_idx=Vocab.pad_id)
         self.rnn = nn.GRU(d_emb, d_hidden, batch_first=True, bidirectional=True)
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor):
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S), src_lengths (B,) -> annotations (B, S, D), summary (B, D)."""
         B, S = src.shape
         x = self.embed(src)  # (B, S, E)
@@ -161,7 +167,13 @@ class Decoder(nn.Module):
         """First decoder state ``s_0 = tanh(W summary)``: (B, D) -> (B, D)."""
         return torch.tanh(self.init(summary))
 
-    def context(self, s, annotations, mask, summary):
+    def context(
+        self,
+        s: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+        summary: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Context for queries ``s (B, T, D)``: (c (B, T, D), weights (B, T, S) or None).
 
         ``annotations (B, S, D)`` are keys and values, ``mask (B, S)`` is True on real
@@ -169,6 +181,7 @@ class Decoder(nn.Module):
         """
         if self.scorer is None:
             return summary[:, None, :].expand_as(s), None  # (B, T, D)
+        assert self.mapping is not None  # set whenever there is a scorer
         return attend(
             s,  # queries (B, T, D)
             annotations,  # keys (B, S, D)
@@ -178,7 +191,14 @@ class Decoder(nn.Module):
             mask=mask[:, None, :],  # (B, 1, S): padding never receives weight
         )  # (B, T, D), (B, T, S)
 
-    def step(self, y_prev, s, annotations, mask, summary):
+    def step(
+        self,
+        y_prev: torch.Tensor,
+        s: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+        summary: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One step: previous ids (B,), state (B, D) -> logits (B, V), state, weights.
 
         ``weights`` (B, S) is where this step looked (None without attention).
@@ -195,15 +215,24 @@ class Decoder(nn.Module):
         logits = self.out(torch.cat([s, c[:, 0], e[:, 0]], dim=-1))  # (B, V)
         return logits, s, (None if w is None else w[:, 0])
 
-    def forward(self, tgt_in, annotations, mask, summary):
+    def forward(
+        self,
+        tgt_in: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+        summary: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
         B, T = tgt_in.shape
         s0 = self.start(summary)  # (B, D)
         if self.sequential:
-            s, logits, weights = s0, [], []
+            s = s0
+            logits: list[torch.Tensor] = []
+            weights: list[torch.Tensor] = []
             for t in range(T):
                 lt, s, w = self.step(tgt_in[:, t], s, annotations, mask, summary)
                 logits.append(lt)
+                assert w is not None  # the sequential style always attends
                 weights.append(w)
             return torch.stack(logits, dim=1), torch.stack(weights, dim=1)
         e = self.embed(tgt_in)  # (B, T, E)
@@ -218,7 +247,7 @@ class Seq2Seq(nn.Module):
 
     >>> cfg = Seq2SeqConfig(src_vocab=16, tgt_vocab=16, attention="additive")
     >>> model = Seq2Seq(cfg)
-    >>> logits, weights = model(batch.src, batch.src_lengths, batch.tgt_in)
+    >>> logits, weights = model(batch.src, batch.tgt_in, batch.src_lengths)
     >>> ids, weights = model.greedy(batch.src, batch.src_lengths, max_len=30)
     """
 
@@ -241,27 +270,62 @@ class Seq2Seq(nn.Module):
     def attention(self) -> str | None:
         return self.config.attention
 
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
-        """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens."""
-        _check_src(src, src_lengths)
+    def encode(
+        self, src: torch.Tensor, src_lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> annotations (B, S, D), summary (B, D), mask (B, S) True on real tokens.
+
+        ``src_lengths`` None: every source is S tokens long."""
+        V.tensor(src, "src", "Seq2Seq", dim=2)
+        if src_lengths is None:
+            src_lengths = torch.full((src.shape[0],), src.shape[1], device=src.device)
+        _check_src(src, src_lengths, self.config.src_vocab)
         annotations, summary = self.encoder(src, src_lengths)
         mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
         return annotations, summary, mask
 
     def forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
     ):
-        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None.
+
+        The order of :meth:`attnlab.Seq2SeqTransformer.forward` (and of
+        ``nn.Transformer``): ``(src, tgt_in, src_lengths=None)``. The 0.1 order
+        ``(src, src_lengths, tgt_in)`` is recognised by the ranks ((B,) then (B, T)),
+        warns (DeprecationWarning) and still works."""
+        if (
+            isinstance(tgt_in, torch.Tensor)
+            and isinstance(src_lengths, torch.Tensor)
+            and tgt_in.dim() == 1
+            and src_lengths.dim() == 2
+        ):
+            warnings.warn(
+                "Seq2Seq(src, src_lengths, tgt_in) is the 0.1 order; since attnlab "
+                "0.2 it is Seq2Seq(src, tgt_in, src_lengths), as Seq2SeqTransformer",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            tgt_in, src_lengths = src_lengths, tgt_in
+        V.tensor(tgt_in, "tgt_in", "Seq2Seq", dim=2)
+        V.token_ids(tgt_in, self.config.tgt_vocab, "tgt_in", "Seq2Seq")
         annotations, summary, mask = self.encode(src, src_lengths)
         return self.decoder(tgt_in, annotations, mask, summary)
 
     pad_id, bos_id, eos_id = Vocab.pad_id, Vocab.bos_id, Vocab.eos_id
 
-    def logits(self, batch) -> torch.Tensor:
+    def logits(self, batch: Batch) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
-        return self(batch.src, batch.src_lengths, batch.tgt_in)[0]
+        return self(batch.src, batch.tgt_in, batch.src_lengths)[0]
 
-    def step(self, src, src_lengths, weights: bool = False) -> _GRUStep:
+    def step(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+        weights: bool = False,
+    ) -> _GRUStep:
         """A decoding step for these sources (see :mod:`attnlab.decoding`).
 
         It keeps the decoder state between calls, reads only the newest token of the
@@ -272,7 +336,9 @@ class Seq2Seq(nn.Module):
         return _GRUStep(self.decoder, annotations, summary, mask, weights)
 
     @torch.no_grad()
-    def greedy(self, src, src_lengths, max_len: int = 50):
+    def greedy(
+        self, src: torch.Tensor, src_lengths: torch.Tensor | None, max_len: int = 50
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Greedy decoding: ids (B, T) ending in ``<eos>`` then ``<pad>``, weights.
 
         ``weights`` (B, T, S) is where the decoder looked to write each output token
@@ -290,7 +356,9 @@ class Seq2Seq(nn.Module):
         return out if want else (out, None)  # (B, T), (B, T, S) or None
 
     @torch.no_grad()
-    def translate(self, task, text, max_len: int | None = None) -> dict:
+    def translate(
+        self, task: Task, text: str | list[str], max_len: int | None = None
+    ) -> dict:
         """Translate one typed input with ``task``'s vocabularies.
 
         Returns ``{"src": tokens, "out": tokens, "text": str, "weights": (T, S) or
@@ -324,6 +392,11 @@ class _GRUStep:
 
     def __call__(self, prefix: torch.Tensor):
         """prefix (N, t) -> log-probs (N, V) [, weights (N, S)]; reads prefix[:, -1]."""
+        V.tensor(prefix, "prefix", "Seq2Seq.step", dim=2)
+        if prefix.shape[1] == 0:
+            raise ValueError("Seq2Seq.step: prefix needs at least one token (<bos>)")
+        vocab = self.decoder.embed.num_embeddings
+        V.token_ids(prefix[:, -1], vocab, "prefix", "Seq2Seq.step")
         args = (self.annotations, self.mask, self.summary)
         logits, self.s, w = self.decoder.step(prefix[:, -1], self.s, *args)
         logp = logits.log_softmax(-1)  # (N, V)

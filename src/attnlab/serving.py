@@ -19,31 +19,24 @@ from __future__ import annotations
 
 import torch
 
+from . import validation as V
+from .masking import streaming_mask  # noqa: F401  (its home: masking)
+
 __all__ = ["repeat_kv", "PagedKVCache", "streaming_mask"]
 
 
 def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """``x (B, H_kv, S, Dh)`` -> ``(B, n_heads, S, Dh)``: each key/value head serves
     ``n_heads / H_kv`` consecutive query heads (as SDPA's ``enable_gqa=True``)."""
+    V.tensor(x, "x", "repeat_kv")
     if x.dim() != 4:
-        raise ValueError(f"expected (B, H_kv, S, Dh), got {tuple(x.shape)}")
+        raise ValueError(f"repeat_kv: x must be (B, H_kv, S, Dh), got {tuple(x.shape)}")
     h_kv = x.shape[1]
     if h_kv < 1 or n_heads % h_kv:
         raise ValueError(
             f"n_heads = {n_heads} must be a multiple of the key/value heads {h_kv}"
         )
     return x.repeat_interleave(n_heads // h_kv, dim=1)  # (B, n_heads, S, Dh)
-
-
-def streaming_mask(T: int, window: int, n_sink: int = 0) -> torch.Tensor:
-    """(T, T) bool, True = may attend: causal, keys among the last ``window`` positions
-    (the query's own included) or among the first ``n_sink``."""
-    for name, val, low in (("T", T, 0), ("window", window, 1), ("n_sink", n_sink, 0)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
-    i = torch.arange(T)[:, None]  # (T, 1)
-    j = torch.arange(T)[None, :]  # (1, T)
-    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
 
 
 class PagedKVCache:

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import validation as V
 from .data import Batch, Task, Vocab
 from .decoding import Seq2SeqModel, greedy_decode
 from .devices import num_threads, seed_everything
@@ -94,6 +95,16 @@ def token_loss(
     logits (..., V), targets (...) -> scalar, averaged over the positions whose target
     is not ``pad_id`` (pass ``pad_id=-100`` to average over all of them).
     """
+    V.floating(logits, "logits", "token_loss", min_dim=2)
+    V.tensor(targets, "targets", "token_loss")
+    if (
+        targets.is_floating_point()
+        or targets.is_complex()
+        or targets.dtype == torch.bool
+    ):
+        raise TypeError(f"token_loss: targets must be class ids, got {targets.dtype}")
+    if logits.shape[-1] == 0:
+        raise ValueError("token_loss: logits needs at least one class (V >= 1)")
     if logits.dim() < 2 or logits.shape[:-1] != targets.shape:
         raise ValueError(
             f"token_loss expects logits (..., V) and targets (...), e.g. (B, T, V) and "
@@ -103,9 +114,9 @@ def token_loss(
         raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
     if not bool((targets != pad_id).any()):
         raise ValueError(f"every target is pad_id={pad_id}: nothing to average")
-    V = logits.shape[-1]
+    n_classes = logits.shape[-1]  # V
     return F.cross_entropy(
-        logits.reshape(-1, V),  # (N, V)
+        logits.reshape(-1, n_classes),  # (N, V)
         targets.reshape(-1),  # (N,)
         ignore_index=pad_id,
         label_smoothing=label_smoothing,
@@ -224,6 +235,7 @@ def fit(
         last_eval = None
 
         def run_eval(step):
+            assert eval_fn is not None  # only called when given
             model.eval()
             with torch.no_grad():
                 value = float(eval_fn(model))

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 import attnlab
 from attnlab.devices import run_meta
 from attnlab.serving import streaming_mask
-from attnlab.transformer import _capture_weights
+from attnlab.transformer import capture_attention
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch09_sinks.json"
 TRAIN_LEN, EVAL_LEN, WINDOW, N_SINK = 64, 256, 32, 4
@@ -190,7 +190,7 @@ def evaluate(lm) -> dict:
     # attention on position 0 in training-length windows
     win = x[:, :TRAIN_LEN]
     layers = [layer.self_attn for layer in lm.blocks.layers]
-    with _capture_weights({"self": layers}) as got:
+    with capture_attention({"self": layers}) as got:
         logits(lm, win, None)
     t = torch.arange(TRAIN_LEN)
     share = []

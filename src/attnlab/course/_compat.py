@@ -17,11 +17,15 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 
 # old module name -> the module it now is (exact names)
 ALIASES: dict[str, str] = {}
 # old package prefix -> new package prefix (every submodule, e.g. attnlab.grade.*)
 PREFIXES: dict[str, str] = {}
+# old names that warn (DeprecationWarning) when imported: attnlab.widgets.*. The
+# attnlab.check.* and attnlab.grade.* module names stay silent: the grader walks them.
+DEPRECATED: set[str] = set()
 
 
 def target(name: str) -> str | None:
@@ -42,6 +46,12 @@ class _AliasLoader(importlib.abc.Loader):
         self.spec = None
 
     def create_module(self, spec):
+        if spec.name in DEPRECATED:
+            warnings.warn(
+                f"{spec.name} is deprecated since attnlab 0.2.0: import {self.real}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         module = importlib.import_module(self.real)
         self.spec = module.__spec__  # importlib overwrites it; put it back below
         return module
@@ -62,10 +72,17 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
 
 
 def install(
-    aliases: dict[str, str] | None = None, prefixes: dict[str, str] | None = None
+    aliases: dict[str, str] | None = None,
+    prefixes: dict[str, str] | None = None,
+    deprecated: bool = False,
 ) -> None:
-    """Register old names (idempotent) and put the finder first on ``sys.meta_path``."""
+    """Register old names (idempotent) and put the finder first on ``sys.meta_path``.
+
+    ``deprecated=True``: importing one of ``aliases`` warns (``DeprecationWarning``).
+    """
     ALIASES.update(aliases or {})
+    if deprecated:
+        DEPRECATED.update(aliases or {})
     PREFIXES.update(prefixes or {})
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())

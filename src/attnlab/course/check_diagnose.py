@@ -1,6 +1,6 @@
 """Hints that name the bug: a check that recognises the wrong answers students write.
 
-:func:`run_diagnosed` is :func:`attnlab.check._core.run_check` plus a ``diagnose``
+:func:`run_diagnosed` is :func:`attnlab.course.check_core.run_check` plus a ``diagnose``
 function. When a case fails, ``diagnose(case, got)`` looks at the wrong answer (is it
 the expected one transposed? the sum over the wrong dimension? a constant?) and returns
 a hint naming that bug, or None to keep the case's own hint. The chapters' check

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from .. import validation as V
 from .tiles import (
     BLOCK_K,
     BLOCK_Q,
@@ -139,8 +140,21 @@ class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
+        scale, causal, window, block_q, block_k, offset = ctx.args
         dq, dk, dv = _flash_backward(
-            q, k, v, out, lse, dout.contiguous(), *ctx.args, kpm=ctx.kpm
+            q,
+            k,
+            v,
+            out,
+            lse,
+            dout.contiguous(),
+            scale,
+            causal,
+            window,
+            block_q,
+            block_k,
+            offset,
+            kpm=ctx.kpm,
         )
         return dq, dk, dv, None, None, None, None, None, None, None
 
@@ -193,8 +207,11 @@ def _tiled(
 ):
     lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
     _check_align(align)
-    if scale is None:
-        scale = 1.0 / math.sqrt(Dh)
+    fn = "flash_attention" if window is None else "sliding_window_attention"
+    scale = V.real(scale, "scale", fn, optional=True)  # NaN/inf/str refused
+    causal = V.flag(causal, "is_causal", fn)
+    if scale is None:  # head width 0: the scores are all 0, any scale (as SDPA)
+        scale = 1.0 / math.sqrt(Dh) if Dh else 1.0
     bq, bk = _blocks(block_size)
     kpm = _padding_mask(key_padding_mask, lead, S, q.device)
     if T == 0 or S == 0:  # nothing to tile: (T, 0) @ (0, Dv) is zeros, differentiable
@@ -219,9 +236,9 @@ def _tiled(
 
 
 def flash_attention(
-    q,
-    k,
-    v,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     *,
     is_causal: bool = False,
     scale: float | None = None,
@@ -260,10 +277,10 @@ def flash_attention(
 
 
 def sliding_window_attention(
-    q,
-    k,
-    v,
-    window: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    window: int | None,
     *,
     is_causal: bool = False,
     scale: float | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .. import validation as V
 from .tiles import _check_qkv
 
 
@@ -15,6 +16,7 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
 
     Positive in exact arithmetic, but it rounds to 0 for very negative x (x <= -17 or
     so in float32), which is why :func:`linear_attention` guards its denominator."""
+    V.floating(x, "x", "elu_feature_map")
     return F.elu(x) + 1.0
 
 
@@ -25,7 +27,12 @@ def _guard(den: torch.Tensor) -> torch.Tensor:
 
 
 def linear_attention(
-    q, k, v, *, is_causal: bool = False, chunk: int = 64
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    is_causal: bool = False,
+    chunk: int = 64,
 ) -> torch.Tensor:
     r"""Linear attention (Katharopoulos et al. 2020): the softmax kernel
     :math:`\exp(q\cdot k)` replaced by :math:`\phi(q)\cdot\phi(k)`,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from .. import validation as V
 from .importance import jsd
 
 
@@ -291,6 +292,8 @@ def deception_penalty(
     model's loss (:func:`deceptive_loss`) trains it to hide those tokens from its
     attention, whether or not it still uses them.
     """
+    V.distribution(weights, "weights", "deception_penalty")
+    V.tensor(impermissible, "impermissible", "deception_penalty")
     if weights.shape != impermissible.shape or weights.dim() != 2:
         raise ValueError(
             f"weights and impermissible must both be (B, T), got "
@@ -298,8 +301,10 @@ def deception_penalty(
         )
     if impermissible.dtype != torch.bool:
         raise TypeError(f"impermissible must be boolean, got {impermissible.dtype}")
-    mass = (weights * impermissible).sum(1).clamp(max=1 - 1e-6)  # (B,)
-    return -torch.log1p(-mass)
+    # in float32 at least: 1 - 1e-6 rounds to 1 in float16 (and -log 0 = inf)
+    w = weights.float() if weights.dtype in (torch.float16, torch.bfloat16) else weights
+    mass = (w * impermissible).sum(1).clamp(max=1 - 1e-6)  # (B,)
+    return (-torch.log1p(-mass)).to(weights.dtype)
 
 
 def deceptive_loss(lam: float) -> Callable:

@@ -3,10 +3,13 @@ with attention: rank correlations, rationale recall, Jensen-Shannon divergence."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+
+from .. import validation as V
 
 
 # -------------------------------------------------------------- importance measures
@@ -110,7 +113,9 @@ def _no_nan(x: torch.Tensor) -> torch.Tensor:
     return x.nan_to_num(0.0)  # NaN rows are set to NaN at the end; padding is ignored
 
 
-def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
+def kendall_tau(
+    a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Kendall's tau-b between the last dimensions of ``a`` and ``b`` (Kendall, 1945).
 
     ``tau_b = sum_{i<j} sgn(a_i - a_j) sgn(b_i - b_j) / sqrt(n_a n_b)``, with ``n_a``
@@ -121,6 +126,8 @@ def kendall_tau(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     float64, NaN where a ranking is constant or a used position is NaN (as scipy's
     default ``nan_policy='propagate'``).
     """
+    V.floating(a, "a", "kendall_tau", min_dim=1)
+    V.floating(b, "b", "kendall_tau", min_dim=1)
     a, b = _rankings(a, b, mask)
     nan = _nan_rows(a, b, mask)
     a, b = _no_nan(a), _no_nan(b)
@@ -142,7 +149,9 @@ def _ranks(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return less.sum(-1) + (same.sum(-1) + 1) / 2  # (..., T)
 
 
-def spearman(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
+def spearman(
+    a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Spearman's rank correlation along the last dimension (A&Z 2020, Tables 1-2).
 
     The Pearson correlation of the average ranks (ties share their mean rank, as
@@ -150,6 +159,8 @@ def spearman(a, b, mask: torch.Tensor | None = None) -> torch.Tensor:
     the positions to use. Returns (...) float64, NaN where a ranking is constant or a
     used position is NaN (as scipy).
     """
+    V.floating(a, "a", "spearman", min_dim=1)
+    V.floating(b, "b", "spearman", min_dim=1)
     a, b = _rankings(a, b, mask)
     nan = _nan_rows(a, b, mask)
     a, b = _no_nan(a), _no_nan(b)
@@ -189,18 +200,18 @@ def jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
     ``JSD(p, q) = KL(p || m) / 2 + KL(q || m) / 2`` with ``m = (p + q) / 2``: between 0
     (equal) and ln 2 ≈ 0.693 (disjoint supports), the scale of J&W's (2019) figures.
-    ``p`` and ``q`` must be distributions: a negative or NaN entry raises ValueError.
+    ``p`` and ``q`` must be distributions along the last dimension: a negative or
+    NaN entry, or a row that does not sum to 1 (logits, unnormalised weights), raises
+    ValueError (an all-zero row, a padded query, is allowed: its JSD with a zero row
+    is 0).
     """
+    V.distribution(p, "p", "jsd")
+    V.distribution(q, "q", "jsd")
     if p.shape[-1] != q.shape[-1]:
         raise ValueError(
-            f"p and q need one last dimension, got {tuple(p.shape)}, {tuple(q.shape)}"
+            f"jsd: p and q need one last dimension, got {tuple(p.shape)}, "
+            f"{tuple(q.shape)}"
         )
-    for name, x in (("p", p), ("q", q)):
-        if not bool((x >= 0).all()):  # also catches NaN
-            raise ValueError(
-                f"jsd compares distributions: {name} has a negative or NaN entry "
-                f"(min {float(x.min())})"
-            )
     m = 0.5 * (p + q)
 
     def kl(x, y):  # 0 log 0 = 0
@@ -210,7 +221,8 @@ def jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
             0.0,
         ).sum(-1)
 
-    return (0.5 * kl(p, m) + 0.5 * kl(q, m)).clamp_min(0.0)
+    # within [0, ln 2] also for rows normalised only to the dtype's precision
+    return (0.5 * kl(p, m) + 0.5 * kl(q, m)).clamp(0.0, math.log(2.0))
 
 
 def mean_std(values) -> tuple[float, float]:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .. import validation as V
+
 
 # ------------------------------------------------------------------ rollout and flow
 def residual_attention(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -18,14 +20,26 @@ def residual_attention(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
     each token's own vector past the attention (Abnar & Zuidema, 2020, §3). An
     all-zero row (a padded query) becomes the identity row.
     """
+    fn = "residual_attention"
+    if isinstance(attentions, torch.Tensor) or not isinstance(
+        attentions, (list, tuple)
+    ):
+        raise TypeError(
+            f"{fn}: attentions must be a list or tuple of per-layer weight tensors, "
+            f"got {type(attentions).__name__}"
+        )
     if len(attentions) == 0:
         raise ValueError("need the attention of at least one layer")
+    for i, a in enumerate(attentions):
+        V.tensor(a, f"attentions[{i}]", fn)
     shapes = {tuple(a.shape) for a in attentions}
     if len(shapes) != 1 or attentions[0].dim() not in (3, 4):
         raise ValueError(
             "attentions must be L tensors of one shape, (B, H, T, T) or (H, T, T); "
             f"got shapes {[tuple(a.shape) for a in attentions]}"
         )
+    for i, a in enumerate(attentions):
+        V.distribution(a, f"attentions[{i}]", fn)  # weights, not scores
     W = torch.stack([a.float().mean(-3) for a in attentions])  # (L, [B,] T, T)
     T = W.shape[-1]
     if W.shape[-2] != T:

@@ -209,7 +209,7 @@ def threshold_topk(
     top = vals.narrow(dim, 0, 1)
     worst = float(top.amax())  # NaN propagates through amax
     if math.isnan(worst) or worst == math.inf:
-        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
     m = torch.nan_to_num(top, neginf=0.0)  # a fully masked row is shifted by 0
     tau, aux, ok = PREFIX[kind](torch.clamp(vals - m, min=FLOOR), dim)
     if k < n:

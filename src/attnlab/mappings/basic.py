@@ -3,52 +3,59 @@ sparse mappings (shift by the max, the simplex Jacobian-vector product)."""
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
+from .. import validation as V
 from ..kernels import sparse as _k
 
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def _check_dim(x: torch.Tensor, dim: int, name: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} expects a torch.Tensor, got {type(x).__name__}")
-    if x.dim() == 0:
-        raise ValueError(f"{name} needs at least one dimension, got a scalar")
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{name}: dim must be an int, got {dim!r}")
+def _check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
+    V.tensor(x, arg, name, min_dim=1)
+    V.integer(dim, "dim", name)
     if not -x.dim() <= dim < x.dim():
         raise ValueError(
             f"{name}: dim={dim} is out of range for shape {tuple(x.shape)}"
         )
 
 
-def _check_float(x: torch.Tensor, name: str) -> None:
-    if not x.is_floating_point():
-        raise TypeError(f"{name} expects floating-point scores, got {x.dtype}")
+def _check_float(x: torch.Tensor, name: str, arg: str = "x") -> None:
+    V.floating(x, arg, name)
 
 
 def _check_scores(x: torch.Tensor, dim: int, name: str) -> bool:
-    """Validate ``x`` and ``dim`` (TypeError / ValueError naming ``name``); NaN or
-    ``+inf`` raise ValueError. Returns whether ``x`` is empty (nothing to compute)."""
+    """Validate ``x`` and ``dim`` (TypeError / ValueError naming ``name``); under
+    :func:`attnlab.debug`, NaN or ``+inf`` raise ValueError. Returns whether ``x`` is
+    empty (nothing to compute)."""
     _check_dim(x, dim, name)
     _check_float(x, name)
     if x.numel() == 0:
         return True
-    if bool((torch.isnan(x) | torch.isposinf(x)).any()):
-        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+    if V.debugging() and bool((torch.isnan(x) | torch.isposinf(x)).any()):
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
     return False
 
 
 def _check_number(value, name: str, what: str) -> float:
-    """A real number (Python, NumPy or a one-element tensor; not a bool) as a float."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: {what} must be a real number, got {value!r}")
-    return float(value)
+    """A finite real number (Python, NumPy or a one-element tensor; not a bool)."""
+    return V.real(value, what, name)
+
+
+def _temperature(value, name: str) -> float | torch.Tensor:
+    """``temperature > 0`` (``inf`` allowed): a number, or a one-element float tensor
+    kept as a tensor so that its gradient flows (its value is checked under
+    :func:`attnlab.debug` only: no host sync)."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        if value.numel() != 1:
+            raise ValueError(
+                f"{name}: temperature must be one number, got shape "
+                f"{tuple(value.shape)}"
+            )
+        if V.debugging() and not bool(value > 0):
+            raise ValueError(f"{name}: temperature must be > 0, got {value.item()}")
+        return value.reshape(())
+    return V.real(value, "temperature", name, low=0.0, open_low=True, allow_inf=True)
 
 
 def _check_k(k, name: str) -> int | None:
@@ -67,34 +74,37 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
 
     The solution of ``max_{p in simplex} p.x/t + H(p)`` (Shannon entropy H).
     float16/bfloat16 inputs are computed in float32 and cast back. NaN or ``+inf``
-    scores raise ValueError, integer scores TypeError; ``temperature = inf`` gives the
-    uniform weights over the keys that are not ``-inf``.
+    scores give NaN (a ValueError under :func:`attnlab.debug`), integer scores a
+    TypeError; ``temperature = inf`` gives the uniform weights over the keys that are
+    not ``-inf``; any ``temperature > 0`` is exact (no overflow), and a tensor
+    ``temperature`` receives its gradient.
     """
     empty = _check_scores(x, dim, "softmax")
-    t = _check_number(temperature, "softmax", "temperature")
-    if not t > 0:
-        raise ValueError(f"softmax: temperature must be > 0, got {temperature}")
+    t = _temperature(temperature, "softmax")
     if empty:
         return x.clone()
     xf = x.float() if x.dtype in _HALF else x
-    if t != 1.0:
-        # -inf / inf would be NaN: a masked key stays masked at any temperature
-        xf = torch.where(torch.isneginf(xf), xf, xf / t)
-    # Subtract the row max so exp never overflows; a row that is all -inf has max -inf,
-    # so we shift it by 0 instead and its exp is all zeros (not NaN).
+    # Subtract the row max before dividing by the temperature, so that no finite
+    # score overflows (x / 1e-40 would be inf, and inf - inf NaN): x - max <= 0, and
+    # (x - max) / t is in [-inf, 0]. A row that is all -inf has max -inf: it is shifted
+    # by 0 instead, and its exp is all zeros (not NaN).
     m = xf.amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
-    e = torch.exp(xf - m)
-    z = e.sum(dim=dim, keepdim=True)
-    p = e / torch.where(z > 0, z, torch.ones_like(z))
+    z = xf - m
+    if isinstance(t, torch.Tensor) or t != 1.0:
+        # -inf / inf would be NaN: a masked key stays masked at any temperature
+        z = torch.where(torch.isneginf(z), z, z / t)
+    e = torch.exp(z)
+    s = e.sum(dim=dim, keepdim=True)
+    p = e / torch.where(s > 0, s, torch.ones_like(s))
     return p.to(x.dtype)
 
 
 def sigmoid(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Independent weights in (0, 1): *not* on the simplex (rows need not sum to 1).
 
-    ``dim`` is only validated (each score is mapped on its own); NaN or ``+inf`` raise
-    ValueError as for the other mappings."""
+    ``dim`` is only validated (each score is mapped on its own); NaN gives NaN (NaN or
+    ``+inf`` raise ValueError under :func:`attnlab.debug`, as for the other mappings)."""
     if _check_scores(x, dim, "sigmoid"):
         return x.clone()
     return torch.sigmoid(x)
@@ -104,22 +114,24 @@ def argmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """One-hot weights on the (first) largest score: ``Omega = 0``, a vertex of the simplex.
 
     Piecewise constant, so its gradient is zero almost everywhere: the result carries no
-    gradient. A fully ``-inf`` row gives zeros; NaN or ``+inf`` raise ValueError.
+    gradient. A fully ``-inf`` row gives zeros; a row with NaN gives NaN (a ValueError
+    under :func:`attnlab.debug`, as NaN or ``+inf``).
     """
     if _check_scores(x, dim, "argmax"):
         return x.detach().clone()
     idx = x.argmax(dim=dim, keepdim=True)
     out = torch.zeros_like(x).scatter_(dim, idx, 1.0)
-    live = torch.isfinite(x.amax(dim=dim, keepdim=True))
-    return torch.where(live, out, torch.zeros_like(out)).detach()
+    m = x.amax(dim=dim, keepdim=True)
+    out = torch.where(torch.isneginf(m), torch.zeros_like(out), out)
+    return torch.where(torch.isnan(m), torch.full_like(out, float("nan")), out).detach()
 
 
 # ----------------------------------------------------------------- shared plumbing
 def _shift(x: torch.Tensor, dim: int, name: str, floor: float | None = _k.FLOOR):
     """``z = x - max(x)`` clamped at ``floor``, and the mask of live (not -inf) rows."""
     m = x.amax(dim=dim, keepdim=True)
-    if bool(torch.isnan(m).any() | (m == float("inf")).any()):
-        raise ValueError(f"{name}: scores contain NaN or +inf (shape {tuple(x.shape)})")
+    if V.debugging() and bool(torch.isnan(m).any() | (m == float("inf")).any()):
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
     live = m > float("-inf")
     z = x - torch.where(live, m, torch.zeros_like(m))
     return (z if floor is None else torch.clamp(z, min=floor)), live

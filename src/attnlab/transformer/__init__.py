@@ -35,26 +35,17 @@ decoders of :mod:`attnlab.decoding`, which own every decoding loop; losses and s
 are in :mod:`attnlab.train`.
 """
 
-from .layers import (  # noqa: F401
+from .layers import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
-    _activation,
-    _check_seq,
 )
-from .models import (  # noqa: F401
-    Seq2SeqTransformer,
-    TransformerLM,
-    _Embed,
-    copy_from_torch,
-)
-from .stacks import (  # noqa: F401
+from .models import Seq2SeqTransformer, TransformerLM, copy_from_torch
+from .stacks import (
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
-    _capture_weights,
-    _check_ids,
-    _layers,
-    _stack,
+    _capture_weights,  # noqa: F401  (the 0.1 name of capture_attention, deprecated)
+    capture_attention,
 )
 
 __all__ = [
@@ -66,4 +57,5 @@ __all__ = [
     "Seq2SeqTransformer",
     "TransformerLM",
     "copy_from_torch",
+    "capture_attention",
 ]

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..decoding import beam_search, generate, greedy_decode
@@ -16,9 +19,12 @@ from .stacks import (
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
-    _capture_weights,
     _check_ids,
+    capture_attention,
 )
+
+if TYPE_CHECKING:
+    from ..data import Batch
 
 
 class _Embed(nn.Module):
@@ -48,7 +54,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.src_embed = _Embed(cfg.src_vocab, cfg)
         self.tgt_embed = _Embed(cfg.tgt_vocab, cfg)
         self.encoder = TransformerEncoder(cfg)
@@ -56,27 +62,37 @@ class Seq2SeqTransformer(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
     @property
+    def cfg(
+        self,
+    ) -> (
+        TransformerConfig
+    ):  # the 0.1 name of ``config`` (one name per thing: use config)
+        return self.config
+
+    @property
     def pad_id(self) -> int:
-        return self.cfg.pad_id
+        return self.config.pad_id
 
     @property
     def bos_id(self) -> int:
-        return self.cfg.bos_id
+        return self.config.bos_id
 
     @property
     def eos_id(self) -> int:
-        return self.cfg.eos_id
+        return self.config.eos_id
 
-    def encode(self, src, src_lengths=None):
+    def encode(
+        self, src: torch.Tensor, src_lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``src (B, S)`` -> ``(memory (B, S, D), src_key_padding_mask (B, S))``.
 
         The mask is True on real source tokens: positions before ``src_lengths``, or
         (without lengths) the ids that are not ``cfg.pad_id``. An empty source (length
         0) is attended by no query: its cross-attention contributes zeros, no NaN.
         """
-        _check_ids(src, "src", self.cfg.src_vocab, "(B, S)")
+        _check_ids(src, "src", self.config.src_vocab, "(B, S)")
         if src_lengths is None:
-            mask = src != self.cfg.pad_id  # (B, S)
+            mask = src != self.config.pad_id  # (B, S)
         else:
             mask = padding_mask(src_lengths, src.shape[1], device=src.device)  # (B, S)
             if mask.shape[0] != src.shape[0]:
@@ -88,7 +104,12 @@ class Seq2SeqTransformer(nn.Module):
             memory = self.encoder(self.src_embed(src), src_key_padding_mask=mask)
         return memory, mask
 
-    def decode(self, tgt_in, memory, src_key_padding_mask) -> torch.Tensor:
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        src_key_padding_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
         """``tgt_in (B, T)``, memory (B, S, D) -> next-token logits (B, T, V)."""
         with derived_masks():  # an empty source (length 0) is not a PyTorch mask
             x = self.decoder(
@@ -99,16 +120,26 @@ class Seq2SeqTransformer(nn.Module):
             )
         return self.out(x)  # (B, T, D) -> (B, T, V)
 
-    def forward(self, src, tgt_in, src_lengths=None) -> torch.Tensor:
-        _check_ids(tgt_in, "tgt_in", self.cfg.tgt_vocab, "(B, T)")
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        _check_ids(tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)")
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
-    def logits(self, batch) -> torch.Tensor:
+    def logits(self, batch: Batch) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of an :class:`attnlab.data.Batch`."""
         return self(batch.src, batch.tgt_in, batch.src_lengths)
 
-    def step(self, src, src_lengths=None, weights: bool = False):
+    def step(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+        weights: bool = False,
+    ) -> Callable:
         """A decoding step for these sources (see :mod:`attnlab.decoding`).
 
         ``step(prefix (N, t)) -> log-probs (N, V)``, with N = B, or any N when B = 1
@@ -125,14 +156,19 @@ class Seq2SeqTransformer(nn.Module):
             m, k = memory.expand(N, -1, -1), mask.expand(N, -1)  # beams of one source
             if not weights:
                 return self.decode(prefix, m, k)[:, -1].log_softmax(-1)
-            with _capture_weights(last_cross) as got:
+            with capture_attention(last_cross) as got:
                 logp = self.decode(prefix, m, k)[:, -1].log_softmax(-1)  # (N, V)
             return logp, got["cross"][0][:, :, -1].mean(1)  # (N, H, t, S) -> (N, S)
 
         return step
 
     @torch.no_grad()
-    def greedy(self, src, src_lengths=None, max_len: int = 50):
+    def greedy(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+        max_len: int = 50,
+    ) -> tuple[torch.Tensor, None]:
         """Greedy decoding: ``(ids (B, T') ending in <eos> then <pad>, None)``."""
         step = self.step(src, src_lengths)
         B, special = src.shape[0], (self.bos_id, self.eos_id)
@@ -140,7 +176,14 @@ class Seq2SeqTransformer(nn.Module):
         return ids, None
 
     @torch.no_grad()
-    def beam(self, src, beam_size=4, max_len=50, alpha=0.6, src_length=None):
+    def beam(
+        self,
+        src: torch.Tensor,
+        beam_size: int = 4,
+        max_len: int = 50,
+        alpha: float = 0.6,
+        src_length: int | None = None,
+    ) -> list:
         """Beam search for one source ``src (S,)`` -> list of (ids, score), best first."""
         if not isinstance(src, torch.Tensor) or src.dim() != 1:
             shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src)
@@ -155,7 +198,12 @@ class Seq2SeqTransformer(nn.Module):
         )
 
     @torch.no_grad()
-    def attention_maps(self, src, tgt_in, src_lengths=None) -> dict:
+    def attention_maps(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_lengths: torch.Tensor | None = None,
+    ) -> dict:
         """Run a forward pass and collect the weights of every layer and head.
 
         Returns ``{"encoder": [(B, H, S, S)] * N, "decoder": [(B, H, T, T)] * N,
@@ -167,7 +215,7 @@ class Seq2SeqTransformer(nn.Module):
             "decoder": [layer.self_attn for layer in dec],
             "cross": [layer.cross_attn for layer in dec],
         }
-        with _capture_weights(modules) as maps:
+        with capture_attention(modules) as maps:
             self(src, tgt_in, src_lengths)
         return maps
 
@@ -182,27 +230,50 @@ class TransformerLM(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.embed = _Embed(cfg.tgt_vocab, cfg)
         self.blocks = TransformerEncoder(cfg, cfg.n_decoder_layers)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab)  # D -> V
 
+    @property
+    def cfg(
+        self,
+    ) -> (
+        TransformerConfig
+    ):  # the 0.1 name of ``config`` (one name per thing: use config)
+        return self.config
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        _check_ids(ids, "ids", self.cfg.tgt_vocab, "(B, T)")
+        _check_ids(ids, "ids", self.config.tgt_vocab, "(B, T)")
         B, T = ids.shape
         return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
 
     def step(self, ids: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, V)`` after ``ids (B, t)`` (the last ``max_len``
         tokens are read): a step for :mod:`attnlab.decoding`."""
-        return self(ids[:, -self.cfg.max_len :])[:, -1].log_softmax(-1)
+        return self(ids[:, -self.config.max_len :])[:, -1].log_softmax(-1)
 
     @torch.no_grad()
-    def generate(self, prompt, n_new: int, temperature: float = 0.0, generator=None):
+    def generate(
+        self,
+        prompt: torch.Tensor,
+        n_new: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Append ``n_new`` tokens to ``prompt (B, T0)``; temperature 0 is greedy.
 
         The loop is :func:`attnlab.decoding.generate`."""
         return generate(self.step, prompt, n_new, temperature, generator)
+
+
+def _activation_name(act: object) -> object:
+    """ "relu"/"gelu" for the functions and modules of that name, else the object."""
+    if act in (F.relu, torch.relu) or isinstance(act, nn.ReLU):
+        return "relu"
+    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
+        return "gelu"
+    return act
 
 
 @torch.no_grad()
@@ -210,31 +281,66 @@ def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
     """Copy an ``nn.TransformerEncoderLayer``/``DecoderLayer``'s weights into ``layer``.
 
     Same names except the decoder's cross-attention: PyTorch's ``multihead_attn`` is
-    our ``cross_attn``. Returns ``layer``. (Masks still mean the opposite in PyTorch.)
+    our ``cross_attn``. Everything is checked before anything is copied: the kind of
+    layer, ``norm_first``, the activation, ``layer_norm_eps`` and every weight's shape
+    (a mismatch raises and leaves ``layer`` as it was). Returns ``layer``. (Masks still
+    mean the opposite in PyTorch.)
     """
+    fn = "copy_from_torch"
     ours_dec = isinstance(layer, TransformerDecoderLayer)
-    if not isinstance(layer, TransformerEncoderLayer):
+    if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
         raise TypeError(
-            f"copy_from_torch: layer must be an attnlab TransformerEncoderLayer or "
+            f"{fn}: layer must be an attnlab TransformerEncoderLayer or "
             f"TransformerDecoderLayer, got {type(layer).__name__}"
         )
     want = nn.TransformerDecoderLayer if ours_dec else nn.TransformerEncoderLayer
     if not isinstance(torch_layer, want):
         raise TypeError(
-            f"copy_from_torch: a {type(layer).__name__} takes the weights of an "
+            f"{fn}: a {type(layer).__name__} takes the weights of an "
             f"nn.{want.__name__}, got {type(torch_layer).__name__}"
         )
+    if layer.norm_first != torch_layer.norm_first:
+        raise ValueError(
+            f"{fn}: norm_first differs: ours {layer.norm_first}, torch "
+            f"{torch_layer.norm_first}"
+        )
+    ours_act = _activation_name(layer.activation)
+    theirs_act = _activation_name(torch_layer.activation)
+    if ours_act != theirs_act:
+        raise ValueError(
+            f"{fn}: activation differs: ours {ours_act!r}, torch {theirs_act!r}"
+        )
+    norms = ["norm1", "norm2"] + (["norm3"] if ours_dec else [])
+    for name in norms:
+        a, b = getattr(layer, name), getattr(torch_layer, name)
+        if a.eps != b.eps:
+            raise ValueError(
+                f"{fn}: layer_norm_eps differs ({name}): ours {a.eps}, torch {b.eps}"
+            )
+        if a.elementwise_affine != b.elementwise_affine or (
+            (a.bias is None) != (b.bias is None)
+        ):
+            raise ValueError(f"{fn}: {name} differs in its affine parameters")
     pairs = [("self_attn", "self_attn")]
     if ours_dec:
         pairs.append(("cross_attn", "multihead_attn"))
     for ours, theirs in pairs:
+        getattr(layer, ours).check_torch(getattr(torch_layer, theirs))
+    names = ["linear1", "linear2", *norms]
+    for name in names:
+        mine = getattr(layer, name).state_dict()
+        theirs = getattr(torch_layer, name).state_dict()
+        if mine.keys() != theirs.keys() or any(
+            mine[k].shape != theirs[k].shape for k in mine
+        ):
+            raise ValueError(
+                f"{fn}: {name} differs: ours "
+                f"{ {k: tuple(v.shape) for k, v in mine.items()} }, torch "
+                f"{ {k: tuple(v.shape) for k, v in theirs.items()} }"
+            )
+    # every check passed: copy
+    for ours, theirs in pairs:
         getattr(layer, ours).load_torch(getattr(torch_layer, theirs))
-    names = ["linear1", "linear2", "norm1", "norm2"]
-    names += ["norm3"] if isinstance(layer, TransformerDecoderLayer) else []
     for name in names:
         getattr(layer, name).load_state_dict(getattr(torch_layer, name).state_dict())
-    if layer.norm_first != torch_layer.norm_first:
-        raise ValueError(
-            f"norm_first differs: ours {layer.norm_first}, torch {torch_layer.norm_first}"
-        )
     return layer

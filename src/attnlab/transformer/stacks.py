@@ -78,7 +78,12 @@ class TransformerEncoder(nn.Module):
     float masks are added in both.
     """
 
-    def __init__(self, encoder_layer, num_layers: int | None = None, norm=None):
+    def __init__(
+        self,
+        encoder_layer: nn.Module | TransformerConfig,
+        num_layers: int | None = None,
+        norm: nn.Module | None = None,
+    ):
         super().__init__()
         self.layers, self.norm = _stack(
             "TransformerEncoder",
@@ -119,7 +124,12 @@ class TransformerDecoder(nn.Module):
     attend (PyTorch: the opposite); float masks are added in both.
     """
 
-    def __init__(self, decoder_layer, num_layers: int | None = None, norm=None):
+    def __init__(
+        self,
+        decoder_layer: nn.Module | TransformerConfig,
+        num_layers: int | None = None,
+        norm: nn.Module | None = None,
+    ):
         super().__init__()
         self.layers, self.norm = _stack(
             "TransformerDecoder",
@@ -156,7 +166,9 @@ class TransformerDecoder(nn.Module):
 
 
 @contextmanager
-def _capture_weights(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict]:
+def capture_attention(
+    modules: dict[str, list[MultiHeadAttention]],
+) -> Iterator[dict]:
     """While open, every listed attention module returns and records its weights.
 
     Yields ``{name: [weights (B, H, T, S) per module]}``, filled by the forward passes
@@ -202,3 +214,6 @@ def _check_ids(ids, name: str, vocab: int, shape: str) -> None:
             f"{name} must be in [0, {vocab}) (the vocabulary size), got ids from "
             f"{int(ids.min())} to {int(ids.max())}"
         )
+
+
+_capture_weights = capture_attention  # the 0.1 name (deprecated)

@@ -1,4 +1,8 @@
-"""The old home of the chapters' widgets and twins, kept as names only.
+"""The old home of the chapters' widgets and twins, kept as names only (deprecated).
+
+Deprecated since 0.2.0: importing ``attnlab.widgets.<name>`` warns; import the
+canonical ``attnlab.course.chNN_topic.widgets`` / ``.twins`` / ``attnlab.course.twin``.
+Nothing in ``src/``, the chapters or the tests imports these names (ruff ``TID251``).
 
 Each chapter's widgets are now ``attnlab/course/chNN_topic/widgets.py``, its twins
 ``twins.py`` beside them, the twins' runtime :mod:`attnlab.course.twin`. The old names
@@ -27,5 +31,6 @@ _compat.install(
             f"{__name__}.twins_{old}": f"attnlab.course.{_compat.CHAPTERS[old]}.twins"
             for old in _TWINS
         },
-    }
+    },
+    deprecated=True,
 )

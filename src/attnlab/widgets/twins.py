@@ -1,8 +1,11 @@
 """The twins of chapters 1, 2, 3, 5 and 7, which used to share this one module.
 
 Each now sits in its chapter's folder (``attnlab/course/chNN_topic/twins.py``); this
-module re-exports them under the old name, for notebooks that import it.
+module re-exports them under the old name, for notebooks that import it. Deprecated
+since attnlab 0.2.0 (importing it warns).
 """
+
+import warnings
 
 from attnlab.course.ch01_seq2seq.twins import attention_maps_twin, translation_maps
 from attnlab.course.ch02_recipe.twins import query_vs_keys_twin
@@ -29,3 +32,10 @@ __all__ = [
     "translation_maps",
     "uniforms",
 ]
+
+warnings.warn(
+    "attnlab.widgets.twins is deprecated since attnlab 0.2.0: import each chapter's "
+    "attnlab.course.chNN_topic.twins",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -38,7 +38,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "winning_key": (  # "without calling softmax": no attention, no widget
         "attnlab.attention.attend",
         "attnlab.mappings.softmax",
-        "attnlab.widgets.recipe.query_vs_keys",
+        "attnlab.course.ch02_recipe.widgets.query_vs_keys",
     ),
     "smallest_booster": (),  # its solution calls attend: the search is the exercise
     "factor_bilinear": (),  # the library has no factorisation

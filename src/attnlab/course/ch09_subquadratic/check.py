@@ -28,10 +28,10 @@ __all__ = [
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "causal_linear_attention": ("attnlab.linear_attention",
                                 "attnlab.efficient.linear_attention"),
-    "receptive_field_after": ("attnlab.widgets.subquadratic.receptive_field",),
+    "receptive_field_after": ("attnlab.course.ch09_subquadratic.widgets.receptive_field",),
     "kv_cache_bytes": (),
     "streaming_mask": ("attnlab.serving.streaming_mask",
-                       "attnlab.widgets.subquadratic.pattern_mask"),
+                       "attnlab.course.ch09_subquadratic.widgets.pattern_mask"),
 }  # fmt: skip
 
 
