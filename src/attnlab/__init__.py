@@ -36,6 +36,7 @@ from . import (
     efficient,
     explain,  # rollout, flow and the tests of the debate (Part IV)
     mappings,
+    modern,  # the attention layer of a 2026 LLM (chapter 13)
     masking,
     pretrained,  # all-MiniLM-L6-v2 on our own layers (Part IV)
     scoring,
