@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import attnlab
+from attnlab.course.ch13_modern.twins import rope_twin
 from attnlab.widgets import twins as tw
 from attnlab.widgets import (
     twins_explanation,  # noqa: F401  (registers its check)
@@ -66,6 +67,7 @@ def all_twins() -> list[Twin]:
         tw.positional_twin(),
         tw.attention_maps_twin(_examples()),
         twins_pretrained.head_view_twin(_head_maps()),
+        rope_twin(),
     ]
 
 

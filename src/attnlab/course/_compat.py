@@ -83,5 +83,6 @@ CHAPTERS = {
     "subquadratic": "ch09_subquadratic",
     "pretrained": "ch10_pretrained",
     "explanation": "ch11_explanation",
+    "modern": "ch13_modern",
 }
 """The old per-chapter module name -> the chapter's folder under ``attnlab/course``."""

@@ -248,6 +248,8 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(Dh, norm_eps) if qk_norm else None
         self.sinks = nn.Parameter(torch.zeros(H)) if sink else None
         self.gate_proj = nn.Linear(D, H * Dh, bias=bias) if output_gate else None
+        self.record_max_logit = False  # True: keep max |scale·q·k| (before soft-cap)
+        self.max_logit = float("nan")
 
     def forward(
         self,
@@ -301,6 +303,9 @@ class Attention(nn.Module):
         q_pos = pos
         mask = layer_mask(q_pos, k_pos, causal=self.causal, window=self.window)
         mask = _merge(mask, attn_mask, T, S)
+        if self.record_max_logit:  # for chapter 13's stability sweep
+            raw = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)
+            self.max_logit = float(raw.detach().abs().amax())
         bias = None
         if self.alibi:
             bias = alibi_bias(H, q_pos, k_pos, x.dtype)[None]  # (1, H, T, S)
