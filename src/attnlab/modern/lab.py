@@ -21,6 +21,7 @@ synthetic copy task):
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 from torch import nn
@@ -115,7 +116,8 @@ class TinyLM(nn.Module):
             x = block(x)  # (B, T, D)
         return self.head(self.norm(x))  # (B, T, V)
 
-    def attention_layers(self) -> list[nn.Module]:
+    def attention_layers(self) -> list[Any]:
+        """Each block's attention layer (``Attention`` or ``LatentAttention``)."""
         return [b.attn for b in self.blocks]
 
 
