@@ -32,6 +32,7 @@ from attnlab.course.ch09_subquadratic import twins as twins_subquadratic  # noqa
 from attnlab.course.ch10_pretrained import twins as twins_pretrained
 from attnlab.course.ch11_explanation import twins as twins_explanation  # noqa: F401
 from attnlab.course.ch12_circuits import twins as twins_circuits
+from attnlab.course.ch13_modern.twins import rope_twin
 from attnlab.course.twin import (
     CHECKS,
     HEAD,
@@ -71,6 +72,7 @@ def all_twins() -> list[Twin]:
         tw01.attention_maps_twin(_examples()),
         twins_pretrained.head_view_twin(_head_maps()),
         twins_circuits.induction_twin(_induction_maps()),
+        rope_twin(),
     ]
 
 

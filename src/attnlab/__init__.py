@@ -60,6 +60,7 @@ from . import (
     explain,  # rollout, flow and the tests of the debate (Part IV)
     mappings,
     masking,
+    modern,  # the attention layer of a 2026 LLM (chapter 13)
     pretrained,  # all-MiniLM-L6-v2 on our own layers (Part IV)
     scoring,
     seq2seq,

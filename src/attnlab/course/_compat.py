@@ -101,5 +101,6 @@ CHAPTERS = {
     "pretrained": "ch10_pretrained",
     "explanation": "ch11_explanation",
     "circuits": "ch12_circuits",
+    "modern": "ch13_modern",
 }
 """The old per-chapter module name -> the chapter's folder under ``attnlab/course``."""

@@ -1,0 +1,351 @@
+"""The attention layer of a 2026 decoder LLM, one switch per trick.
+
+``Attention(embed_dim, num_heads, num_kv_heads, *, rope, alibi, qk_norm, softcap,
+sink, output_gate, window)`` covers, by its switches, the attention layers of
+Llama 3 (RoPE, GQA), Qwen3 (QK-norm), Gemma 2 (logit soft-cap, sliding window),
+gpt-oss (learned sink logits, window), Qwen3-Next (sigmoid output gate, partial
+RoPE) and BLOOM (ALiBi); ``from_hf`` copies the weights of the matching
+``transformers`` layer. ``forward`` is causal and takes a :class:`Cache` for
+decoding one token at a time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .rope import RoPE, alibi_bias
+
+__all__ = ["Attention", "Cache", "RMSNorm", "attend"]
+
+
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x²) + eps) · weight`` over the last dimension."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * self.weight.to(y.dtype)).to(x.dtype)
+
+
+class Cache:
+    """A per-layer decoding cache: two tensors grown along the sequence (dim -2).
+
+    ``Attention`` keeps rotated keys ``(B, G, S, Dh)`` and values; ``LatentAttention``
+    keeps the latent ``(B, S, d_c)`` and the shared RoPE key ``(B, S, d_r)``.
+    """
+
+    def __init__(self) -> None:
+        self.first: torch.Tensor | None = None
+        self.second: torch.Tensor | None = None
+        self.positions: torch.Tensor | None = None  # (S,) the cached tokens' positions
+
+    @property
+    def length(self) -> int:
+        return 0 if self.first is None else self.first.shape[-2]
+
+    def append(self, a: torch.Tensor, b: torch.Tensor, positions: torch.Tensor):
+        """Add (…, T, ·) tensors at ``positions (T,)``; return the whole cache."""
+        if self.first is None:
+            self.first, self.second, self.positions = a, b, positions
+        else:
+            self.first = torch.cat((self.first, a), -2)
+            self.second = torch.cat((self.second, b), -2)  # type: ignore[arg-type]
+            self.positions = torch.cat((self.positions, positions))  # type: ignore[arg-type]
+        return self.first, self.second, self.positions
+
+    def nbytes_per_token(self) -> int:
+        """Bytes the cache holds per token and sequence (both tensors)."""
+        if self.first is None or self.second is None:
+            return 0
+        per = 0
+        for t in (self.first, self.second):
+            per += t.numel() // (t.shape[0] * t.shape[-2]) * t.element_size()
+        return per
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    allowed: torch.Tensor | None,
+    *,
+    scale: float,
+    bias: torch.Tensor | None = None,
+    softcap: float | None = None,
+    sink: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention with the 2026 options; returns (output, weights).
+
+    ``q (B, H, T, Dq)``, ``k (B, H, S, Dq)``, ``v (B, H, S, Dv)``; ``allowed``
+    boolean (True = may attend) broadcastable to (B, H, T, S), or a float mask added
+    to the scores. Order as in Gemma 2 and gpt-oss: ``scale·q·k``, soft-cap
+    ``c·tanh(s/c)``, add bias and mask, then the softmax over the keys and, with
+    ``sink (H,)``, one extra logit per head whose mass is dropped. A row with no
+    allowed key (and no sink) gets zero weights and a zero output, never NaN.
+    """
+    scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, Dq) @ (B, H, Dq, S)
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)  # (B, H, T, S)
+    if bias is not None:
+        scores = scores + bias  # (B, H, T, S)
+    if allowed is not None:
+        if allowed.dtype == torch.bool:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        else:
+            scores = scores + allowed
+    m = scores.amax(-1, keepdim=True)  # (B, H, T, 1)
+    if sink is not None:
+        s = sink.to(scores.dtype)[None, :, None, None]  # (1, H, 1, 1)
+        m = torch.maximum(m, s)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
+    e = torch.exp(scores - m)  # (B, H, T, S); exp(-inf) = 0
+    den = e.sum(-1, keepdim=True)  # (B, H, T, 1)
+    if sink is not None:
+        den = den + torch.exp(s - m)
+    weights = e / torch.where(den > 0, den, torch.ones_like(den))  # (B, H, T, S)
+    return weights @ v, weights  # (B, H, T, S) @ (B, H, S, Dv) -> (B, H, T, Dv)
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"Attention: {name} must be a positive int, got {value!r}")
+    return value
+
+
+def layer_mask(
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    *,
+    causal: bool,
+    window: int | None,
+) -> torch.Tensor | None:
+    """Boolean (T, S) mask from positions: causal, and ``i - j < window``."""
+    if not causal and window is None:
+        return None
+    diff = q_pos[:, None] - k_pos[None, :]  # (T, S)
+    ok = diff >= 0 if causal else torch.ones_like(diff, dtype=torch.bool)
+    if window is not None:
+        ok = ok & (diff < window) & (diff > -window)
+    return ok
+
+
+def _merge(mask: torch.Tensor | None, attn_mask, T: int, S: int):
+    if attn_mask is None:
+        return mask
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"attn_mask must be a tensor, got {type(attn_mask).__name__}")
+    if attn_mask.shape[-2:] != (T, S):
+        raise ValueError(
+            f"attn_mask must end in (T, S) = ({T}, {S}) (True = may attend), got "
+            f"{tuple(attn_mask.shape)}"
+        )
+    if mask is None:
+        return attn_mask
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & mask
+    return attn_mask.masked_fill(~mask, float("-inf"))
+
+
+class Attention(nn.Module):
+    """Causal multi-head attention with the switches of 2026's decoder LLMs.
+
+    Parameters
+    ----------
+    embed_dim, num_heads : int
+        D and H. ``head_dim`` (keyword) defaults to D / H.
+    num_kv_heads : int, optional
+        G key/value heads shared by H / G query heads each (GQA; 1 = MQA).
+    rope : RoPE, optional
+        Rotary position embedding of queries and keys.
+    alibi : bool
+        Add ALiBi's ``-m_h·(i - j)`` to the scores (Press et al. 2022).
+    qk_norm : bool
+        RMSNorm over each head's query and key before RoPE (Qwen3, OLMo 2).
+    softcap : float, optional
+        Scores become ``c·tanh(s/c)`` (Gemma 2 uses c = 50).
+    sink : bool
+        A learned logit per head joins the softmax; its mass is dropped (gpt-oss).
+    output_gate : bool
+        Head outputs times ``sigmoid(x W_g)`` before W_o (Qwen3-Next).
+    window : int, optional
+        A query at i sees keys j with ``i - j < window`` (sliding window).
+    scale, bias, causal, norm_eps : keyword
+        Score scale (default ``head_dim ** -0.5``), biases on the projections,
+        causal masking (default True), the QK-norm epsilon.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        *,
+        rope: RoPE | None = None,
+        alibi: bool = False,
+        qk_norm: bool = False,
+        softcap: float | None = None,
+        sink: bool = False,
+        output_gate: bool = False,
+        window: int | None = None,
+        head_dim: int | None = None,
+        scale: float | None = None,
+        bias: bool = False,
+        causal: bool = True,
+        norm_eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        D = _positive_int(embed_dim, "embed_dim")
+        H = _positive_int(num_heads, "num_heads")
+        G = H if num_kv_heads is None else _positive_int(num_kv_heads, "num_kv_heads")
+        if H % G:
+            raise ValueError(
+                f"Attention: num_heads ({H}) must be a multiple of num_kv_heads ({G})"
+            )
+        if head_dim is None:
+            if D % H:
+                raise ValueError(
+                    f"Attention: embed_dim ({D}) must be divisible by num_heads ({H}) "
+                    "or head_dim given"
+                )
+            head_dim = D // H
+        Dh = _positive_int(head_dim, "head_dim")
+        if rope is not None and not isinstance(rope, RoPE):
+            raise TypeError(f"Attention: rope must be a RoPE or None, got {rope!r}")
+        if rope is not None:
+            rope.rotary_dim(Dh)  # fails now if the head is too narrow
+        if softcap is not None and not (
+            isinstance(softcap, (int, float)) and 0 < softcap < math.inf
+        ):
+            raise ValueError(
+                f"Attention: softcap must be a positive number, got {softcap!r}"
+            )
+        if window is not None:
+            _positive_int(window, "window")
+        if scale is not None and not scale > 0:
+            raise ValueError(f"Attention: scale must be positive, got {scale!r}")
+        self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim = D, H, G, Dh
+        self.rope, self.alibi, self.softcap, self.window = (
+            rope,
+            bool(alibi),
+            softcap,
+            window,
+        )
+        self.causal = bool(causal)
+        self.scale = Dh**-0.5 if scale is None else float(scale)
+        self.q_proj = nn.Linear(D, H * Dh, bias=bias)
+        self.k_proj = nn.Linear(D, G * Dh, bias=bias)
+        self.v_proj = nn.Linear(D, G * Dh, bias=bias)
+        self.o_proj = nn.Linear(H * Dh, D, bias=bias)
+        self.q_norm = RMSNorm(Dh, norm_eps) if qk_norm else None
+        self.k_norm = RMSNorm(Dh, norm_eps) if qk_norm else None
+        self.sinks = nn.Parameter(torch.zeros(H)) if sink else None
+        self.gate_proj = nn.Linear(D, H * Dh, bias=bias) if output_gate else None
+        self.record_max_logit = False  # True: keep max |scale·q·k| (before soft-cap)
+        self.max_logit = float("nan")
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        *,
+        return_weights: bool = False,
+    ):
+        """``x (B, T, D)`` -> ``(B, T, D)`` (and the weights (B, H, T, S) if asked).
+
+        ``attn_mask``: boolean ending in (T, S), True = may attend (combined with the
+        causal and window masks), or float, added. ``position_ids``: (T,) or (B, T)
+        integers, default ``cache.length + arange(T)``. ``cache``: a :class:`Cache`
+        that this call extends with the new keys and values.
+        """
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise TypeError("Attention: x must be a floating-point tensor (B, T, D)")
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(
+                f"Attention: x must be (B, T, {self.embed_dim}), got {tuple(x.shape)}"
+            )
+        if cache is not None and not isinstance(cache, Cache):
+            raise TypeError(
+                f"Attention: cache must be a Cache, got {type(cache).__name__}"
+            )
+        if cache is not None and self.rope is not None and not self.rope.cacheable:
+            raise ValueError(
+                "Attention: dynamic NTK RoPE cannot be cached: its frequencies depend "
+                "on the current length, so cached keys were rotated with other ones"
+            )
+        B, T, D = x.shape
+        H, G, Dh = self.num_heads, self.num_kv_heads, self.head_dim
+        past = 0 if cache is None else cache.length
+        pos = _positions(position_ids, past, B, T, x.device)
+        q = self.q_proj(x).view(B, T, H, Dh)  # (B, T, H, Dh)
+        k = self.k_proj(x).view(B, T, G, Dh)  # (B, T, G, Dh)
+        v = self.v_proj(x).view(B, T, G, Dh).transpose(1, 2)  # (B, G, T, Dh)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, Dh), (B, G, T, Dh)
+        if self.rope is not None:
+            q, k = self.rope(q, pos), self.rope(k, pos)
+        k_pos = pos
+        if cache is not None:
+            k, v, k_pos = cache.append(k, v, pos)  # (B, G, S, Dh) x2, (S,)
+        S = k.shape[-2]
+        k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+        v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+        q_pos = pos
+        mask = layer_mask(q_pos, k_pos, causal=self.causal, window=self.window)
+        mask = _merge(mask, attn_mask, T, S)
+        if self.record_max_logit:  # for chapter 13's stability sweep
+            raw = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)
+            self.max_logit = float(raw.detach().abs().amax())
+        bias = None
+        if self.alibi:
+            bias = alibi_bias(H, q_pos, k_pos, x.dtype)[None]  # (1, H, T, S)
+        out, weights = attend(
+            q,
+            k,
+            v,
+            mask,
+            scale=self.scale,
+            bias=bias,
+            softcap=self.softcap,
+            sink=self.sinks,
+        )  # (B, H, T, Dh), (B, H, T, S)
+        out = out.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
+        if self.gate_proj is not None:
+            out = out * torch.sigmoid(self.gate_proj(x))  # (B, T, H·Dh)
+        out = self.o_proj(out)  # (B, T, D)
+        return (out, weights) if return_weights else out
+
+    @classmethod
+    def from_hf(cls, module: nn.Module) -> Attention:
+        """Copy a transformers attention layer (Llama, Qwen3, Gemma 2, gpt-oss,
+        Qwen3-Next) with its RoPE, soft-cap, window, sinks and gate."""
+        from .hf import attention_from_hf
+
+        return attention_from_hf(cls, module)
+
+
+def _positions(position_ids, past: int, B: int, T: int, device) -> torch.Tensor:
+    if position_ids is None:
+        return torch.arange(past, past + T, device=device)  # (T,)
+    if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
+        raise TypeError("position_ids must be an integer tensor (T,) or (B, T)")
+    if position_ids.shape not in ((T,), (B, T)):
+        raise ValueError(
+            f"position_ids must have shape ({T},) or ({B}, {T}), got "
+            f"{tuple(position_ids.shape)}"
+        )
+    if position_ids.dim() == 2 and not bool((position_ids == position_ids[:1]).all()):
+        raise ValueError("position_ids (B, T) must be the same for every sequence")
+    if bool((position_ids < 0).any()):
+        raise ValueError("position_ids must be >= 0")
+    return position_ids if position_ids.dim() == 1 else position_ids[0]  # (T,)

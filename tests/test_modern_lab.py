@@ -1,0 +1,91 @@
+"""attnlab.modern.lab: the chapter 13 tasks and the tiny LM (no training here)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.modern.lab import TinyLM, noop, periodic_copy, recall, with_rope_scaling
+
+
+def test_periodic_copy_targets_repeat_the_period():
+    ids, targets, mask = periodic_copy(4, 40, period=8, seed=1)
+    assert ids.shape == targets.shape == mask.shape == (4, 40)
+    assert torch.equal(targets[:, :-1], ids[:, 1:])
+    full = torch.cat((ids, targets[:, -1:]), 1)  # (4, 41)
+    t = torch.arange(8, 41)
+    assert torch.equal(full[:, t], full[:, t - 8])
+    assert not mask[:, :7].any() and mask[:, 7:].all()
+
+
+def test_recall_values_follow_their_keys():
+    ids, targets, mask = recall(5, n_pairs=4, n_queries=3, n_keys=10, seed=2)
+    for b in range(5):
+        pairs = dict(zip(ids[b, 0:8:2].tolist(), ids[b, 1:8:2].tolist()))
+        assert len(pairs) == 4  # distinct keys
+        for t in torch.nonzero(mask[b]).flatten().tolist():
+            assert targets[b, t].item() == pairs[ids[b, t].item()]
+
+
+def test_noop_targets():
+    ids, targets, mask, trigger = noop(6, 20, vocab=8, p_trigger=0.3, seed=3)
+    assert (ids[:, 0] == 8).all() and trigger.any()
+    assert torch.equal(targets[trigger], ids[:, 1:2].expand_as(ids)[trigger])
+    assert torch.equal(targets[~trigger], ids[~trigger])
+    assert not mask[:, 0].any()
+
+
+def test_eval_and_train_streams_differ():
+    a, _, _ = periodic_copy(8, 32, seed=0)
+    b, _, _ = periodic_copy(8, 32, seed=10_000)
+    assert not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("pos", ["rope", "sinusoidal", "alibi", "none"])
+def test_tiny_lm_shapes_and_causality(pos):
+    torch.manual_seed(0)
+    lm = TinyLM(16, 16, 2, 2, positional=pos).eval()
+    ids = torch.randint(0, 16, (2, 12))
+    other = ids.clone()
+    other[:, 8:] = (other[:, 8:] + 1) % 16
+    with torch.no_grad():
+        assert lm(ids).shape == (2, 12, 16)
+        assert torch.equal(lm(ids)[:, :8], lm(other)[:, :8])
+
+
+def test_with_rope_scaling_changes_only_the_rope():
+    torch.manual_seed(0)
+    lm = TinyLM(16, 16, 1, 2, positional="rope").eval()
+    pi = with_rope_scaling(lm, {"type": "linear", "factor": 4.0})
+    assert pi.attention_layers()[0].rope.scaling["factor"] == 4.0
+    assert lm.attention_layers()[0].rope.scaling is None
+    ids = torch.randint(0, 16, (1, 10))
+    with torch.no_grad():
+        assert (pi(ids) - lm(ids)).abs().max() > 1e-6
+    with pytest.raises(ValueError, match="positional='rope'"):
+        with_rope_scaling(TinyLM(16, 16, 1, 2, positional="alibi"), None)
+    with pytest.raises(ValueError, match="positional"):
+        TinyLM(16, 16, positional="learned")
+
+
+def test_committed_results_cover_every_setting_and_seed():
+    import json
+    from pathlib import Path
+
+    import attnlab
+
+    path = Path(attnlab.__file__).parent / "results" / "ch13_extrapolation.json"
+    d = json.loads(path.read_text())
+    meta = d["meta"]
+    assert {"machine", "torch", "date", "cpu_seconds"} <= set(meta)
+    seeds = [str(s) for s in meta["seeds"]]
+    assert len(seeds) >= 3
+    for s in seeds:
+        ext = d["extrapolation"][s]
+        assert set(ext) == {
+            "sinusoidal", "rope", "alibi", "none", "rope+PI", "rope+NTK", "rope+YaRN"
+        }  # fmt: skip
+        assert all(len(v) == len(meta["factors"]) for v in ext.values())
+        assert set(d["kv_budget"][s]) == {"MHA", "GQA", "MQA", "MLA"}
+        assert all(len(rows) == len(meta["lrs"]) for rows in d["stability"][s].values())
+        assert set(d["noop"][s]) == {"softmax", "sink", "gate"}
