@@ -201,7 +201,6 @@ def test_forbidden_lists_name_every_check_and_resolve(name):
 def test_every_chapter_has_checks():
     from pathlib import Path
 
-    written = len(
-        list((Path(__file__).parents[1] / "chapters").glob("[0-9][0-9]_*.ipynb"))
-    )
-    assert len(CHAPTER_CHECKS) == written  # one check module per written chapter
+    chapters = (Path(__file__).parents[1] / "chapters").glob("[0-9][0-9]*_*.ipynb")
+    written = {p.name[:2] for p in chapters}  # 07a and 07b are one chapter: 7
+    assert len(CHAPTER_CHECKS) == len(written)  # one check module per written chapter
