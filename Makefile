@@ -34,7 +34,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 .PHONY: help venv book test check lint unit unit-quick notebooks stripped student \
         student-check browser browser-only vendor bench clean editions colab colab-check \
         workflow preflight portability portability-scalar portability-next torch-next \
-        py310 student-verify browser-perf
+        py310 student-verify browser-perf browser-after-book
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
@@ -108,17 +108,20 @@ editions: $(STAMP)
 # ---------------------------------------------------------------- tests
 # Each master notebook executes once per `make test`, in the site build (`-W` turns a
 # failing cell into a failed build; tools/nbtimes.py prints the times and enforces the
-# budget). The student edition runs under nbval. The two notebook passes and the unit
-# tests are independent, so they share the two cores; the browser check needs the site.
+# budget). The stages are independent but for the browser check, which needs the site:
+# they share the two cores.
 # Two stages side by side on two cores: each runs torch on one thread. With two threads
 # each, torch's OpenMP workers spin-wait for a core the other stage holds, and a notebook
 # of tiny training steps was seen to take 13 CPU s in one run and 73 in the next.
-# In this order the two lanes come out about even: the site build, then the unit tests
-# beside lint, the student edition's static check and the Colab stand-in.
+# In this order the two lanes come out about even: the site build then the browser
+# check on one core, lint, the static student check and the unit tests on the other,
+# then the Colab stand-in on whichever frees first.
 # Executing every chapter's student edition is a job of its own (make student-check and
 # make colab-check, the workflow's `editions` job): make test executes each master once
 # (the site build) and the student editions of COLAB_CHAPTERS (the Colab stand-in).
-TEST_STAGES := lint stripped workflow book student-verify colab unit
+# The browser check needs the built site only: it starts as soon as the site build
+# ends, beside whatever unit tests are left, instead of after everything.
+TEST_STAGES := book lint stripped workflow student-verify unit browser-after-book colab
 # Each stage's output in one piece (GNU make >= 4; macOS's make 3.81 interleaves).
 comma := ,
 SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
@@ -127,8 +130,10 @@ test: $(STAMP) preflight
 	@start=$$(date +%s); \
 	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 $(SYNC) EDITIONS_REFRESH=0 \
 	  $(TEST_STAGES); \
-	$(MAKE) --no-print-directory browser-only; \
 	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
+
+browser-after-book: book
+	@$(MAKE) --no-print-directory browser-only
 
 # What the last stage needs, checked first: no waiting minutes to learn it is missing.
 preflight: $(STAMP)
