@@ -465,6 +465,10 @@ def _check(name: str, arg: str, mutation: str, index: int) -> None:
 
 SEQUENCE_OK = {  # annotated ``Tensor | Sequence[int]``, as PyTorch's counterparts
     ("padding_mask", "lengths"),  # pack_padded_sequence takes a list of lengths too
+    ("kendall_tau", "a"),  # the rank correlations take array-likes, as scipy.stats
+    ("kendall_tau", "b"),
+    ("spearman", "a"),
+    ("spearman", "b"),
 }
 NAN_BY_DESIGN = {  # documented NaN results
     "kendall_tau": "NaN where the correlation is undefined (a constant ranking)",
