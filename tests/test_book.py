@@ -53,7 +53,7 @@ def test_starts_with_canonical_setup_cell(nb):
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_title_carries_the_chapter_number(nb):
-    number = int(nb.stem.split("_")[0])
+    number = nb.stem.split("_")[0].lstrip("0")  # "5", or "7a" for a chapter in halves
     title = _src(_cells(nb)[1]).splitlines()[0]
     assert title.startswith(f"# {number}. "), f"{nb.name}: title is {title!r}"
 
@@ -122,3 +122,22 @@ def test_student_verify_catches_a_left_solution(tmp_path):
     }
     (tmp_path / "a.ipynb").write_text(json.dumps(nb))
     assert student.verify(tmp_path), "a solution cell went unnoticed"
+
+
+def test_old_chapter_7_url_redirects_to_7a():
+    """Chapter 7 was split into 7a and 7b: its old URL still leads to 7a (a static page
+    copied to the site by html_extra_path)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    extra = config["sphinx"]["config"]["html_extra_path"]
+    assert "_redirects" in extra
+    page = (ROOT / "_redirects/chapters/07_transformer.html").read_text()
+    assert 'http-equiv="refresh" content="0; url=07a_transformer.html"' in page
+    assert '<html lang="en">' in page and "<title>" in page
+    toc = (ROOT / "_toc.yml").read_text()
+    for target in re.findall(r'href="([^"]+)\.html"', page):
+        assert f"chapters/{target}" in toc, (
+            f"the redirect links to {target}, not in the toc"
+        )
+    assert not (ROOT / "chapters/07_transformer.ipynb").exists()

@@ -50,6 +50,7 @@ def test_train_and_test_lists_are_disjoint():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_one_point_reproduces():
     """Re-run softmax, 8 pairs, D_h = 8, seed 0 (a few seconds) against the JSON."""
     R = _script()

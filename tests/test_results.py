@@ -40,6 +40,7 @@ def test_warmup_results_cover_every_setting_and_seed():
 
 
 @pytest.mark.slow
+@pytest.mark.experiment
 def test_warmup_results_reproduce_from_the_script():
     """One of the 24 runs, re-run with the script's own code, matches its row.
 
@@ -52,7 +53,7 @@ def test_warmup_results_reproduce_from_the_script():
     """
     script = _script("ch07_warmup")
     res = _load("ch07_warmup.json")
-    same_cpu = res["meta"].get("cpu") == script.cpu()
+    same_cpu = res["meta"]["machine"] == script.cpu()
     dates = data.make_task("date")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the script ran
@@ -98,3 +99,17 @@ def test_comparison_results_have_both_models_on_both_tasks_and_every_seed():
             assert set(r["by_length"]) == {str(L) for L in meta["lengths"]}
         if r["seed"] == 0:  # the timings are measured once, on the seed-0 models
             assert r["ms_per_step"] > 0 and r["seconds_greedy_1000"] > 0
+
+
+def test_every_result_file_says_where_and_when_it_ran():
+    """CONTRIBUTING, "Results that travel": a committed training result records the
+    machine (CPU and torch's kernels), the torch version and the date, so that a reader
+    (and a slow test) knows what "the book's run" was."""
+    paths = sorted(files("attnlab").joinpath("results").iterdir(), key=str)
+    jsons = [p for p in paths if str(p).endswith(".json")]
+    assert jsons
+    for p in jsons:
+        meta = json.loads(p.read_text())["meta"]
+        for key in ("machine", "torch", "date"):
+            assert isinstance(meta.get(key), str) and meta[key], (p, key)
+        assert meta["date"][:4].isdigit() and meta["date"][4] == "-", (p, meta["date"])

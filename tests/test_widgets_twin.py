@@ -31,6 +31,7 @@ from attnlab.course.ch08_fast_attention import twins as twins_fast_attention  # 
 from attnlab.course.ch09_subquadratic import twins as twins_subquadratic  # noqa: F401
 from attnlab.course.ch10_pretrained import twins as twins_pretrained
 from attnlab.course.ch11_explanation import twins as twins_explanation  # noqa: F401
+from attnlab.course.ch12_circuits import twins as twins_circuits
 from attnlab.course.twin import (
     CHECKS,
     HEAD,
@@ -69,7 +70,17 @@ def all_twins() -> list[Twin]:
         tw07.positional_twin(),
         tw01.attention_maps_twin(_examples()),
         twins_pretrained.head_view_twin(_head_maps()),
+        twins_circuits.induction_twin(_induction_maps()),
     ]
+
+
+def _induction_maps():
+    from attnlab.circuits import AttentionOnly, InductionConfig
+
+    torch.manual_seed(2)
+    model = AttentionOnly(InductionConfig(vocab_size=9, half=4, d_model=8, n_heads=2))
+    seqs = {"repeated": [0, 3, 5, 3, 2, 3, 5, 3, 2], "short": [0, 4, 1, 4, 1]}
+    return twins_circuits.induction_maps(model.eval(), seqs)
 
 
 def _head_maps():

@@ -40,3 +40,24 @@ def test_workflow_is_valid_offline(tmp_path):
     bad = tmp_path / "bad.yml"  # the check can fail: a job without runs-on
     bad.write_text(WORKFLOWS[0].read_text().replace("runs-on:", "runs_on:"))
     assert subprocess.run([*cmd, str(bad)], capture_output=True).returncode != 0
+
+
+def test_workflow_runs_the_portability_and_python_floor_jobs():
+    """make portability (other kernels, another torch) and the package's floor each run
+    as a job of their own beside make test (CONTRIBUTING.md, "Results that travel")."""
+    wf = yaml.safe_load(WORKFLOWS[0].read_text())
+    jobs = wf["jobs"]
+
+    def runs(job):
+        return [s.get("run", "") for s in jobs[job]["steps"]]
+
+    assert any(r.startswith("make portability") for r in runs("portability"))
+    assert any(r.startswith("make student-check") for r in runs("editions"))
+    assert any(r.startswith("make colab-check") for r in runs("editions"))
+    floor = jobs["python-floor"]
+    (setup,) = [s for s in floor["steps"] if "setup-python" in s.get("uses", "")]
+    assert setup["with"]["python-version"] == "3.10"
+    assert any(r.startswith("make py310") for r in runs("python-floor"))
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.10"' in text
+    assert 'python_version = "3.10"' in text

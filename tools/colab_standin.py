@@ -20,7 +20,7 @@
    wheel). Then the additions are uninstalled, as a new Colab runtime would start.
 
 Prints the environment's build time and, per chapter, the setup cell's install time
-and the whole run's wall time. ``make test`` runs chapters 1 and 10, ``make
+and the whole run's wall time. ``make test`` runs chapters 1, 10 and 11, ``make
 colab-check`` all of them.
 """
 

@@ -77,6 +77,16 @@ VOLATILE_GLUE = frozenset(
 )
 
 
+# Under each edition's title (CONTRIBUTING.md, "Results that travel").
+RUN_NOTE = (
+    "> **Numbers in the text** come from the book's own run of this notebook. Where "
+    "they come from training, your run will differ in the last digits: another CPU or "
+    "PyTorch version rounds differently, and after a few hundred steps that is another "
+    "model. The checks on the page allow for it; comparisons over several seeds are "
+    "loaded from the book's committed results, so they read the same everywhere."
+)
+
+
 def _source(cell: dict) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
@@ -285,6 +295,7 @@ class Renderer:
         nb = copy.deepcopy(nb)
         ctx = self.context(stem)
         cells = []
+        noted = False
         for i, cell in enumerate(nb["cells"]):
             if i == 0 and cell["cell_type"] == "code":
                 cells.append(_setup_cell(cell, nbtools.edition_setup_cell(nb)))
@@ -298,6 +309,9 @@ class Renderer:
                     ) from None
                 if not text.strip():
                     continue  # a solution-end marker, say: nothing left to show
+                if not noted:  # under the chapter's title
+                    text = text.rstrip("\n") + "\n\n" + RUN_NOTE
+                    noted = True
                 cell["source"] = text
                 if ctx.boxes:  # the exercise boxes of this cell, for programs (grader)
                     meta = cell.setdefault("metadata", {}).setdefault("attnlab", {})

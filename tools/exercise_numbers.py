@@ -6,7 +6,8 @@ right while some chapters are unwritten), and without section numbers Sphinx cou
 every enumerable node across the whole book: chapter 5's first exercise would be
 "Exercise 10". After Sphinx assigns the numbers, this extension renumbers the exercises
 of every page whose file name starts with a chapter number (``chapters/05_x`` -> 5) as
-``(5, 1), (5, 2), ...`` in page order. The box title, the solution's title ("Solution
+``(5, 1), (5, 2), ...`` in page order. A chapter in two halves carries a letter
+(``chapters/07a_x`` -> "7a"), and its exercises read "7a.1", "7a.2". The box title, the solution's title ("Solution
 to Exercise 5.2") and every ``{ref}``/``{numref}`` to an exercise then read "5.2".
 Pages without a number prefix (the front page) keep Sphinx's numbers.
 """
@@ -15,13 +16,16 @@ from __future__ import annotations
 
 import re
 
-CHAPTER = re.compile(r"(?:^|/)(\d+)_[^/]*$")
+CHAPTER = re.compile(r"(?:^|/)(\d+)([a-z]?)_[^/]*$")
 
 
-def chapter_number(docname: str) -> int | None:
-    """The chapter number in a docname such as ``chapters/05_self_attention``."""
+def chapter_number(docname: str) -> int | str | None:
+    """The chapter number in a docname such as ``chapters/05_self_attention`` (5), or
+    with its letter for a chapter in two halves (``chapters/07a_transformer``: "7a")."""
     m = CHAPTER.search(docname)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    return f"{int(m.group(1))}{m.group(2)}" if m.group(2) else int(m.group(1))
 
 
 def renumber(toc_fignumbers: dict, figtype: str = "exercise") -> None:

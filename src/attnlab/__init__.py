@@ -53,6 +53,7 @@ names, the training helpers, the debug switch and the subpackages).
 from __future__ import annotations
 
 from . import (
+    circuits,  # induction heads in an attention-only Transformer (chapter 12)
     classifiers,  # the J&W classifier and a small Transformer (chapter 11)
     data,
     efficient,

@@ -58,3 +58,38 @@ def num_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(old)
+
+
+def machine() -> str:
+    """The CPU and the vector kernels torch picks on it, e.g. ``"AMD EPYC, AVX512"``.
+
+    Training runs repeat bit for bit only on the same kind of CPU with the same torch;
+    experiment files record this (:func:`run_meta`) so that a test knows when exact
+    agreement can be asked for (``ATEN_CPU_CAPABILITY`` changes the second part).
+    """
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(ln.split(":", 1)[1].strip() for ln in f if "model name" in ln)
+    except (OSError, StopIteration):
+        pass
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
+
+
+def run_meta() -> dict[str, str]:
+    """Where and when an experiment ran: ``machine``, ``torch``, ``python``, ``date``.
+
+    Every script under ``tools/experiments/`` puts these into its result file's
+    ``meta`` (CONTRIBUTING.md, "Results that travel").
+    """
+    import datetime
+    import platform
+
+    return {
+        "machine": machine(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }

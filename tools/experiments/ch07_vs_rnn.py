@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import torch
 
 import attnlab
 from attnlab import data, train
+from attnlab.devices import run_meta
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch07_vs_rnn.json"
 SEEDS = (0, 1, 2)
@@ -138,8 +138,7 @@ def write(runs, out):
         target=0.99,
         max_steps={"date": 400, "reversal": 800},
         lengths=LENGTHS,
-        torch=torch.__version__,
-        python=platform.python_version(),
+        **run_meta(),  # machine, torch, python, date
     )
     runs = sorted(runs, key=lambda r: (r["task"], r["model"], r["seed"]))
     out.parent.mkdir(parents=True, exist_ok=True)

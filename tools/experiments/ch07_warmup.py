@@ -19,7 +19,6 @@ experiment takes minutes, too long for the page's budget). One thing changes at 
 from __future__ import annotations
 
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import torch
 
 import attnlab
 from attnlab import data, train
+from attnlab.devices import machine, run_meta
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch07_warmup.json"
 STEPS, BATCH, WARMUPS, LRS, SEEDS = 150, 64, (0, 50), (3e-3, 1e-2), (0, 1, 2)
@@ -50,13 +50,7 @@ def cpu() -> str:
     """The CPU and the kernels torch picks on it: runs like these, at a high learning
     rate and without clipping, amplify rounding, so they repeat exactly only on the
     same kind of CPU (the first dozens of steps agree anywhere)."""
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next(ln.split(":", 1)[1].strip() for ln in f if "model name" in ln)
-    except (OSError, StopIteration):
-        pass
-    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
+    return machine()
 
 
 def one_run(dates, val, lr, norm_first, warmup, seed, steps=STEPS):
@@ -118,10 +112,8 @@ def main():
         clip=None,
         optimizer="Adam (defaults)",
         model="2 + 2 layers, D=64, H=4, FFN 128, dropout 0",
-        torch=torch.__version__,
-        python=platform.python_version(),
+        **run_meta(),  # machine, torch, python, date
         seconds=round(time.perf_counter() - t0),
-        cpu=cpu(),
     )
     OUT.write_text(json.dumps({"meta": meta, "runs": runs}) + "\n")
     print("wrote", OUT)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import attnlab
+from attnlab.devices import run_meta
 from attnlab.gated import gated_linear_attention
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch09_recall.json"
@@ -153,8 +153,7 @@ def _meta(seconds):
         chance=1 / N_VALS,
         optimizer="Adam",
         split="train lists have an even sum of values, held-out lists an odd one",
-        torch=torch.__version__,
-        python=platform.python_version(),
+        **run_meta(),  # machine, torch, python, date
         threads=1,
         seconds=seconds,
     )

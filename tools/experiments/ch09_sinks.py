@@ -35,7 +35,6 @@ thing changes at a time:
 from __future__ import annotations
 
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 import attnlab
+from attnlab.devices import run_meta
 from attnlab.serving import streaming_mask
 from attnlab.transformer import capture_attention
 
@@ -244,8 +244,7 @@ def main(argv=None) -> None:
         late_from=2 * WINDOW,
         model="TransformerLM: 2 layers, D=64, 4 heads, FFN 256, pre-LN, GELU, "
         "no dropout, no position encoding",
-        torch=torch.__version__,
-        python=platform.python_version(),
+        **run_meta(),  # machine, torch, python, date
         threads=1,
         cpu_s=round(sum(r["cpu_s"] for r in runs), 1),
     )

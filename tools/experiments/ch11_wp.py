@@ -23,6 +23,7 @@ import torch
 
 from attnlab.classifiers import accuracy_f1, predict_proba
 from attnlab.data import rationale_task
+from attnlab.devices import run_meta
 from attnlab.explain import (
     deceptive_loss,
     diagnostic_mlp,
@@ -44,9 +45,10 @@ def uniform_weights(data):
     return data.mask / data.mask.sum(1, keepdim=True)
 
 
-def wp_row(base, train, test, seed: int) -> dict:
-    """W&P's adversary against ``base`` and the diagnostic MLP on both weightings."""
-    adv_model = wp_adversary(base, train, lam=0.001, epochs=5, seed=seed + 1)
+def wp_row(base, train, test, seed: int, lam: float = 0.001) -> dict:
+    """W&P's adversary against ``base`` (weight ``lam``, the page's 0.001 by default;
+    ``ch11_wp_sweep.py`` varies it) and the diagnostic MLP on both weightings."""
+    adv_model = wp_adversary(base, train, lam=lam, epochs=5, seed=seed + 1)
     with torch.no_grad():
         a_base, a_adv = base(test.ids, test.mask)[1], adv_model(test.ids, test.mask)[1]
         w_base = base(train.ids, train.mask)[1]
@@ -93,7 +95,11 @@ def main():
     t0 = time.perf_counter()
     train = rationale_task("focus", "train", n=2000, seed=0)
     test = rationale_task("focus", "test", n=300, seed=0)
-    out = {"meta": {"script": "tools/experiments/ch11_wp.py"}, "wp": {}, "deceived": {}}
+    out = {
+        "meta": {"script": "tools/experiments/ch11_wp.py", **run_meta()},
+        "wp": {},
+        "deceived": {},
+    }
     out["diag_uniform"] = diagnostic_mlp(
         train, test, uniform_weights(train), uniform_weights(test)
     )[0]

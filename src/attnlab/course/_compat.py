@@ -100,5 +100,6 @@ CHAPTERS = {
     "subquadratic": "ch09_subquadratic",
     "pretrained": "ch10_pretrained",
     "explanation": "ch11_explanation",
+    "circuits": "ch12_circuits",
 }
 """The old per-chapter module name -> the chapter's folder under ``attnlab/course``."""

@@ -33,6 +33,7 @@ __all__ = [
     "KINDS",
     "check_calls",
     "cell_source",
+    "chapter_label",
     "chapter_number",
     "find_exercises",
     "is_check_cell",
@@ -48,7 +49,7 @@ SOLUTION_TAG = "solution"
 _BOX = re.compile(r"^(`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]*(.*)$", re.M)
 _OPTION = re.compile(r"^:(\w+):[ \t]*(.*)$")
 _CHECK_CALL = re.compile(r"\battnlab\.check\.([A-Za-z_][\w.]*)\s*\(")
-_TITLE = re.compile(r"^#\s+(\d+)\.\s", re.M)
+_TITLE = re.compile(r"^#\s+(\d+)([a-z]?)\.\s", re.M)
 
 KINDS = {
     "implement": "implement",
@@ -84,12 +85,19 @@ def is_check_cell(cell) -> bool:
 
 
 def chapter_number(nb) -> int | None:
-    """The number in the chapter's title cell (``# 2. The attention recipe``)."""
+    """The number in the chapter's title cell (``# 2. The attention recipe``; both
+    halves of a chapter in two, ``# 7a. ...`` and ``# 7b. ...``, give 7)."""
+    label = chapter_label(nb)
+    return int(label.rstrip("abcdefghijklmnopqrstuvwxyz")) if label else None
+
+
+def chapter_label(nb) -> str | None:
+    """The number in the chapter's title cell with its letter, if any: "2", "7a"."""
     for cell in nb["cells"][:4]:
         if cell.get("cell_type") == "markdown":
             m = _TITLE.search(cell_source(cell))
             if m:
-                return int(m.group(1))
+                return m.group(1) + m.group(2)
     return None
 
 
@@ -99,7 +107,7 @@ class Exercise:
 
     label: str  # the sphinx-exercise label, e.g. "ex-recipe-additive"
     title: str  # the box's title
-    number: str  # "2.1": chapter number and position in the chapter
+    number: str  # "2.1" or "7a.1": chapter number and position in the chapter
     box_cell: int  # the markdown cell holding the box
     text: str  # the box's body (the task as the student reads it)
     classes: list[str] = field(default_factory=list)  # the box's :class: option
@@ -159,7 +167,7 @@ def find_exercises(nb) -> list[Exercise]:
     A cell belongs to the last exercise box above it (or to the exercise its
     ``attnlab.exercise`` metadata names); cells above the first box belong to none.
     """
-    chapter = chapter_number(nb)
+    chapter = chapter_label(nb)
     exercises: list[Exercise] = []
     by_label: dict[str, Exercise] = {}
     current: Exercise | None = None
@@ -216,25 +224,38 @@ def kinds(ex: Exercise) -> tuple[list[str], bool]:
     return found or ["implement"], True
 
 
+# The rule of thumb for exercises whose author declared no time (shown on the
+# instructors' page, which a test keeps in step with these numbers).
+WORDS_PER_MINUTE = 200  # reading the task
+KIND_MINUTES = {"implement": 10, "predict": 15, "transfer": 20, "written": 15}
+RUN_MINUTES = 1  # running the solution and the check
+TRAIN_MINUTES = 5  # more when the solution trains a model
+_TRAINS = re.compile(r"\bfit\(|\.backward\(|\.step\(\)")
+
+
 def minutes(ex: Exercise, nb) -> tuple[int, bool]:
     """A time estimate in minutes and whether it was estimated (not the author's).
 
-    Declared with ``:class: minutes-N``. Otherwise: 5 minutes to read the task, 2 per
-    line of solution code (blank lines, comments and the master's own ``assert`` lines
-    not counted), 10 more to write a prediction first, rounded up to 5 minutes. A rule
-    of thumb, shown as such.
+    Declared with ``:class: minutes-N``. Otherwise the rule of thumb of the instructors'
+    page: the task's words at :data:`WORDS_PER_MINUTE`, plus the minutes of its kind
+    (:data:`KIND_MINUTES`, the largest if it has several; ``written`` when it has no
+    code), plus :data:`RUN_MINUTES` to run it, or :data:`TRAIN_MINUTES` when the
+    solution trains a model; rounded up to 5 minutes.
     """
     for c in ex.classes:
         if c.startswith("minutes-") and c[8:].isdigit():
             return int(c[8:]), False
-    lines = 0
-    for i in ex.solution_cells:
-        cell = nb["cells"][i]
-        if cell.get("cell_type") == "code":
-            lines += sum(
-                1
-                for line in cell_source(cell).splitlines()
-                if line.strip() and not line.strip().startswith(("#", "assert"))
-            )
-    estimate = 5 + 2 * lines + (10 if "predict" in kinds(ex)[0] else 0)
+    code = [
+        cell_source(nb["cells"][i])
+        for i in ex.solution_cells + ex.work_cells
+        if nb["cells"][i].get("cell_type") == "code"
+    ]
+    words = len(f"{ex.title} {ex.text}".split())
+    kind = (
+        max(KIND_MINUTES[k] for k in kinds(ex)[0]) if code else KIND_MINUTES["written"]
+    )
+    run = TRAIN_MINUTES if any(_TRAINS.search(c) for c in code) else RUN_MINUTES
+    if not code:
+        run = 0
+    estimate = words / WORDS_PER_MINUTE + kind + run
     return int(5 * math.ceil(estimate / 5)), True

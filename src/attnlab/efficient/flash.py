@@ -164,7 +164,7 @@ def _blocks(block_size):
         return BLOCK_Q, BLOCK_K
     sizes = (
         (block_size, block_size)
-        if not isinstance(block_size, tuple | list)
+        if not isinstance(block_size, (tuple, list))
         else tuple(block_size)
     )
     if len(sizes) != 2 or any(

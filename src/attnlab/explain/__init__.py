@@ -30,6 +30,11 @@ is the part of a model after its attention, with the encoded tokens ``h`` held f
 * Pruthi et al. (2020): :func:`deception_penalty`, :func:`deceptive_loss` (train a
   model to keep its attention off tokens it still uses).
 
+Interventions (:mod:`attnlab.explain.interventions`), hooks on attnlab's modules:
+:func:`cache_heads`, :func:`ablate_heads` (zero / mean), :func:`patch_heads` and
+:func:`patch_outputs` (activation patching), :func:`knockout` (attention knockout),
+:func:`logit_lens`; :func:`attention_modules` lists a model's attention modules.
+
 Shapes: B examples, L layers, H heads, T tokens, E embedding width. Masks are True on
 real tokens.
 """
@@ -59,6 +64,15 @@ from .importance import (  # noqa: F401
     mean_std,
     rationale_recall,
     spearman,
+)
+from .interventions import (  # noqa: F401
+    ablate_heads,
+    attention_modules,
+    cache_heads,
+    knockout,
+    logit_lens,
+    patch_heads,
+    patch_outputs,
 )
 from .rollout import (  # noqa: F401
     _flow_graph,
@@ -90,4 +104,11 @@ __all__ = [
     "deception_penalty",
     "deceptive_loss",
     "mean_std",
+    "attention_modules",
+    "cache_heads",
+    "ablate_heads",
+    "patch_heads",
+    "patch_outputs",
+    "knockout",
+    "logit_lens",
 ]

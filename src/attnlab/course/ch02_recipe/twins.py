@@ -54,8 +54,8 @@ def query_vs_keys_twin() -> Twin:
         data=data,
         note="Each row of the table is one scorer; its weights are the softmax of its "
         "scores. Make the query long: the dot, scaled-dot and bilinear rows turn "
-        "one-hot, while the additive row stays near 1/4 and the MLP row in between "
-        "(why?).",
+        "one-hot. Then turn it: at which angles do the additive and MLP rows turn "
+        "one-hot too, and where do they stay spread out (why?)",
     )
 
 

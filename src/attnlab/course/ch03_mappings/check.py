@@ -196,7 +196,7 @@ def _entmax_fn(alpha: float):
 def entmax_vjp(fn) -> bool:
     """Check ``fn(p, g, alpha) -> J^T g`` for the α-entmax output ``p`` (α >= 1).
 
-    ``J = diag(s) - s sᵀ / sum(s)`` with ``s_j = p_j^(2 - α)`` on the support and 0 off
+    ``J = diag(u) - u uᵀ / sum(u)`` with ``u_j = p_j^(2 - α)`` on the support and 0 off
     it; α = 1 is softmax, α = 2 sparsemax. Along the last dimension, any shape.
     """
     cases = []
@@ -208,11 +208,11 @@ def entmax_vjp(fn) -> bool:
         g = torch.randn(x.shape, generator=gen, dtype=torch.float64)
         xr = x.clone().requires_grad_()
         (fwd(xr) * g).sum().backward()  # the reference: autograd of the library
-        hint = "s = p^(2 - alpha) on the support, 0 elsewhere; J^T g = s * (g - ḡ)"
+        hint = "u = p^(2 - alpha) on the support, 0 elsewhere; J^T g = u * (g - ḡ)"
         if alpha == 2.0:
-            hint = "for alpha = 2, s is the support indicator: 0^0 must not become 1"
+            hint = "for alpha = 2, u is the support indicator: 0^0 must not become 1"
         if "fully" in lbl:
-            hint = "an empty support has a zero Jacobian: guard the division by sum(s)"
+            hint = "an empty support has a zero Jacobian: guard the division by sum(u)"
         cases.append(Case(f"alpha {alpha}, {lbl}", (p, g, alpha), xr.grad, hint))
     fn, compare = diagnosing(fn, cases, _diagnose_vjp)
     return run_check(
@@ -234,21 +234,21 @@ def _diagnose_vjp(case: Case, got) -> str | None:
     support = p > 0
     if bool(torch.isnan(got).any()):
         if not bool(support.any(-1).all()):
-            return "an empty support has a zero Jacobian: guard the division by sum(s)"
+            return "an empty support has a zero Jacobian: guard the division by sum(u)"
         return (
-            "s must be 0 off the support: p^(2 - alpha) of a zero weight is 1/0 "
+            "u must be 0 off the support: p^(2 - alpha) of a zero weight is 1/0 "
             "when alpha > 2 (and 0^0 = 1 when alpha = 2)"
         )
     s = torch.where(support, p.clamp_min(1e-300) ** (2 - alpha), 0.0)
     if alpha != 1.0 and same(got, _vjp_with(p, g)):
-        return "s = p is softmax's case only: for alpha-entmax, s = p^(2 - alpha)"
+        return "u = p is softmax's case only: for alpha-entmax, u = p^(2 - alpha)"
     if not bool(support.all()) and same(got, _vjp_with(p ** (2 - alpha), g)):
-        return "s must be 0 off the support: 0^(2 - alpha) is 1 when alpha = 2 (0^0)"
+        return "u must be 0 off the support: 0^(2 - alpha) is 1 when alpha = 2 (0^0)"
     if same(got, s * g):
-        return "subtract the s-weighted mean of g: J^T g = s * (g - ḡ)"
+        return "subtract the u-weighted mean of g: J^T g = u * (g - ḡ)"
     n = p.shape[-1]
     if same(got, s * (g - g.mean(-1, keepdim=True))) and n > 1:
-        return "ḡ is weighted by s: sum(s * g) / sum(s), not a plain mean of g"
+        return "ḡ is weighted by u: sum(u * g) / sum(u), not a plain mean of g"
     if is_constant(got, exp):
         return "the gradient must depend on p and g"
     return None

@@ -1,4 +1,4 @@
-"""Checks for chapter 7 (the Transformer).
+"""Checks for chapter 7 (the Transformer; chapters 7a and 7b).
 
 * :func:`prefix_lm_mask` — ``fn(prefix_lengths (B,), lengths (B,), T) -> (B, T, T)``
   boolean, ``True`` = may attend: a prefix language model's mask (the prefix sees
@@ -29,6 +29,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "label_smoothing_optimum": (),  # nothing in attnlab computes the optimum
     "pre_ln_decoder_layer": ("torch.nn.TransformerDecoderLayer",),
+    "noam_schedule": ("attnlab.train.noam_lr", "attnlab.train.noam_scheduler"),
 }
 
 
@@ -54,7 +55,9 @@ def prefix_lm_mask(fn):
          "the prefix and its own past, itself included"),
         ("padding", [2, 1, 3], [4, 2, 3], 5,
          "keys at or after each example's length are padding: no query sees them "
-         "(mask the columns; broadcast (B, 1, T))"),
+         "(mask the columns; broadcast (B, 1, T)); padding query rows follow the same "
+         "rule as real ones, do not blank them (an all-False row is NaN in a "
+         "textbook softmax)"),
         ("length 1", [1], [1], 1, "a single token sees itself: [[[True]]]"),
     ]  # fmt: skip
     cases = []
@@ -75,7 +78,7 @@ def prefix_lm_mask(fn):
 
 
 # ------------------------------------------------------------------ chapter 7 (2)
-__all__ += ["label_smoothing_optimum", "pre_ln_decoder_layer"]
+__all__ += ["label_smoothing_optimum", "pre_ln_decoder_layer", "noam_schedule"]
 
 assert set(FORBIDDEN) == set(__all__)  # one entry per check
 
@@ -215,3 +218,46 @@ def _decoder_layer(activation):
         activation=activation,
         norm_first=True,
     ).eval()
+
+
+def noam_schedule(fn) -> bool:
+    """Check ``fn(step, d_model, warmup) -> float``, the learning rate of Vaswani et al.
+    (2017), section 5.3: ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``, steps
+    counted from 1. Reference: the formula in float64."""
+
+    def ref(step, d, w):
+        return d**-0.5 * min(step**-0.5, step * w**-1.5)
+
+    warm = (
+        "during the warm-up the rate grows linearly with the step: "
+        "step * warmup^-1.5 (times d_model^-0.5), the smaller of the two terms"
+    )
+    specs = [
+        ("step 1", (1, 1, 30), warm + "; steps are counted from 1, not 0"),
+        ("during warm-up, D = 1", (10, 1, 30), warm),
+        (
+            "after warm-up, D = 1",
+            (120, 1, 30),
+            "after the warm-up the rate decays as step^-0.5: take min(step^-0.5, "
+            "step * warmup^-1.5), not the max",
+        ),
+        (
+            "D = 64",
+            (30, 64, 30),
+            "multiply by d_model^-0.5: a wider model gets a smaller rate",
+        ),
+        ("the paper's base model at its peak", (4000, 512, 4000), warm),
+        ("step 100000", (100_000, 512, 4000), "the decay: d_model^-0.5 * step^-0.5"),
+    ]
+    cases = [Case(label, args, ref(*args), hint) for label, args, hint in specs]
+
+    def compare(got, expected):
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            return False
+        return abs(value - expected) <= 1e-9 * expected
+
+    return run_check(
+        "noam_schedule", fn, cases, compare, forbid=FORBIDDEN["noam_schedule"]
+    )
