@@ -318,6 +318,7 @@ NOT_HERE = {  # reason each public tensor function has no generated example
     "is_test": "tests/test_lookup.py",
     "LookupNet": "tests/test_lookup.py",
     "gated_linear_attention_rnn": "the recurrent form of gated_linear_attention",
+    "logit_lens": "takes a model (explain interventions, i35); its own tests",
     "finite": "a validation helper (attnlab.validation)",
     "same_dtype": "a validation helper (attnlab.validation)",
     "distribution": "a validation helper (attnlab.validation)",

@@ -90,7 +90,7 @@ def leave_one_out(
     return out
 
 
-def _rankings(a, b, mask):
+def _rankings(a, b, mask) -> tuple[torch.Tensor, torch.Tensor]:
     """``a``, ``b`` as float64 tensors of one shape (..., T), checked against ``mask``."""
     # array-likes (lists, NumPy) are taken as scipy.stats takes them; strings are not
     for x, name in ((a, "a"), (b, "b")):
@@ -136,9 +136,9 @@ def kendall_tau(
     float64, NaN where a ranking is constant or a used position is NaN (as scipy's
     default ``nan_policy='propagate'``).
     """
-    a, b = _rankings(a, b, mask)
-    nan = _nan_rows(a, b, mask)
-    a, b = _no_nan(a), _no_nan(b)
+    ta, tb = _rankings(a, b, mask)
+    nan = _nan_rows(ta, tb, mask)
+    a, b = _no_nan(ta), _no_nan(tb)
     sa = torch.sign(a[..., :, None] - a[..., None, :])  # (..., T, T)
     sb = torch.sign(b[..., :, None] - b[..., None, :])
     if mask is not None:
@@ -169,9 +169,9 @@ def spearman(
     the positions to use. Returns (...) float64, NaN where a ranking is constant or a
     used position is NaN (as scipy).
     """
-    a, b = _rankings(a, b, mask)
-    nan = _nan_rows(a, b, mask)
-    a, b = _no_nan(a), _no_nan(b)
+    ta, tb = _rankings(a, b, mask)
+    nan = _nan_rows(ta, tb, mask)
+    a, b = _no_nan(ta), _no_nan(tb)
     mask = torch.ones_like(a, dtype=torch.bool) if mask is None else mask
     m = mask.to(a.dtype)
     n = m.sum(-1, keepdim=True).clamp_min(1)
