@@ -318,6 +318,7 @@ NOT_HERE = {  # reason each public tensor function has no generated example
     "is_test": "tests/test_lookup.py",
     "LookupNet": "tests/test_lookup.py",
     "gated_linear_attention_rnn": "the recurrent form of gated_linear_attention",
+    "logit_lens": "takes a model (explain interventions, i35); its own tests",
     "finite": "a validation helper (attnlab.validation)",
     "same_dtype": "a validation helper (attnlab.validation)",
     "distribution": "a validation helper (attnlab.validation)",
@@ -465,6 +466,10 @@ def _check(name: str, arg: str, mutation: str, index: int) -> None:
 
 SEQUENCE_OK = {  # annotated ``Tensor | Sequence[int]``, as PyTorch's counterparts
     ("padding_mask", "lengths"),  # pack_padded_sequence takes a list of lengths too
+    ("kendall_tau", "a"),  # the rank correlations take array-likes, as scipy.stats
+    ("kendall_tau", "b"),
+    ("spearman", "a"),
+    ("spearman", "b"),
 }
 NAN_BY_DESIGN = {  # documented NaN results
     "kendall_tau": "NaN where the correlation is undefined (a constant ranking)",

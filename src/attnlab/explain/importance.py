@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from numpy.typing import ArrayLike
 
 from .. import validation as V
 
@@ -89,8 +90,15 @@ def leave_one_out(
     return out
 
 
-def _rankings(a, b, mask):
+def _rankings(a, b, mask) -> tuple[torch.Tensor, torch.Tensor]:
     """``a``, ``b`` as float64 tensors of one shape (..., T), checked against ``mask``."""
+    # array-likes (lists, NumPy) are taken as scipy.stats takes them; strings are not
+    for x, name in ((a, "a"), (b, "b")):
+        if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
+            raise TypeError(
+                f"rank correlation: {name} must be a tensor or an array of numbers, "
+                f"got {type(x).__name__}"
+            )
     a = torch.as_tensor(a, dtype=torch.float64)
     b = torch.as_tensor(b, dtype=torch.float64, device=a.device)
     if a.shape != b.shape or a.dim() == 0:
@@ -114,7 +122,9 @@ def _no_nan(x: torch.Tensor) -> torch.Tensor:
 
 
 def kendall_tau(
-    a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None
+    a: torch.Tensor | ArrayLike,
+    b: torch.Tensor | ArrayLike,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Kendall's tau-b between the last dimensions of ``a`` and ``b`` (Kendall, 1945).
 
@@ -126,11 +136,9 @@ def kendall_tau(
     float64, NaN where a ranking is constant or a used position is NaN (as scipy's
     default ``nan_policy='propagate'``).
     """
-    V.floating(a, "a", "kendall_tau", min_dim=1)
-    V.floating(b, "b", "kendall_tau", min_dim=1)
-    a, b = _rankings(a, b, mask)
-    nan = _nan_rows(a, b, mask)
-    a, b = _no_nan(a), _no_nan(b)
+    ta, tb = _rankings(a, b, mask)
+    nan = _nan_rows(ta, tb, mask)
+    a, b = _no_nan(ta), _no_nan(tb)
     sa = torch.sign(a[..., :, None] - a[..., None, :])  # (..., T, T)
     sb = torch.sign(b[..., :, None] - b[..., None, :])
     if mask is not None:
@@ -150,7 +158,9 @@ def _ranks(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def spearman(
-    a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None
+    a: torch.Tensor | ArrayLike,
+    b: torch.Tensor | ArrayLike,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Spearman's rank correlation along the last dimension (A&Z 2020, Tables 1-2).
 
@@ -159,11 +169,9 @@ def spearman(
     the positions to use. Returns (...) float64, NaN where a ranking is constant or a
     used position is NaN (as scipy).
     """
-    V.floating(a, "a", "spearman", min_dim=1)
-    V.floating(b, "b", "spearman", min_dim=1)
-    a, b = _rankings(a, b, mask)
-    nan = _nan_rows(a, b, mask)
-    a, b = _no_nan(a), _no_nan(b)
+    ta, tb = _rankings(a, b, mask)
+    nan = _nan_rows(ta, tb, mask)
+    a, b = _no_nan(ta), _no_nan(tb)
     mask = torch.ones_like(a, dtype=torch.bool) if mask is None else mask
     m = mask.to(a.dtype)
     n = m.sum(-1, keepdim=True).clamp_min(1)

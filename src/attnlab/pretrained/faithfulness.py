@@ -15,7 +15,7 @@ The output explained is the sentence embedding ``e`` (:meth:`MiniLM.pool`); a ch
 from __future__ import annotations
 
 import copy
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -72,7 +72,7 @@ def norm_rollout(model: MiniLM, text: str) -> torch.Tensor:
     hidden, att = model(ids, mask)  # 7 x (1, T, D), 6 x (1, H, T, T)
     maps = []
     for layer, x, a in zip(model.layers, hidden[:-1], att):
-        sa: Any = layer.self_attn  # attnlab's MultiHeadAttention
+        sa: Any = layer.self_attn
         N = value_norm_attention(x, a, sa.w_v, sa.w_o)[1]  # (1, T, S)
         maps.append((N / N.sum(-1, keepdim=True))[:, None])  # (1, 1, T, S)
     return attention_rollout(maps)[0].mean(0)[1:-1].double()  # (n,)
@@ -84,7 +84,8 @@ def randomised_top_layer(model: MiniLM, seed: int = 0) -> MiniLM:
     cannot explain it)."""
     rand = copy.deepcopy(model)
     torch.manual_seed(seed)
+    mod: Any
     for mod in rand.layers[-1].modules():
         if hasattr(mod, "reset_parameters") and mod is not rand.layers[-1]:
-            cast(Any, mod).reset_parameters()
+            mod.reset_parameters()
     return rand.eval()
