@@ -39,7 +39,6 @@ are cast to float32 (the interpreter stores bf16 as integers), and nothing calls
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
@@ -50,6 +49,31 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
     triton = None
     tl = None
 
+from .triton_flash_bwd import _backward3
+from .triton_tiles import (  # noqa: F401  (re-exported: the tests probe them)
+    _TUNE_KEY,
+    BWD_CONFIGS,
+    FWD_CONFIGS,
+    INTERPRETER_CONFIGS,
+    LOG2E,
+    _common,
+    _configs,
+    available,
+    interpreting,
+    prune_configs,
+)
+
+if triton is not None:
+    from .triton_flash_bwd import _dkdv_tuned, _dq_tuned  # noqa: F401
+    from .triton_tiles import (  # noqa: F401
+        _allowed,
+        _dot,
+        _kv_range,
+        _q_range,
+        _round,
+        _to_store,
+    )
+
 __all__ = [
     "available",
     "interpreting",
@@ -59,178 +83,8 @@ __all__ = [
     "prune_configs",
 ]
 
-LOG2E = 1.4426950408889634
-
-
-def available() -> bool:
-    """Whether Triton can be imported (it says nothing about a GPU)."""
-    return triton is not None
-
-
-def interpreting() -> bool:
-    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-# ------------------------------------------------------------------ autotuning configs
-# (BLOCK_M, BLOCK_N, num_warps, num_stages). The GPU lists follow the tutorial's Hopper
-# choices (BM = 128 with 8 warps, BN 32..128, 2..4 stages); the pruning below drops the
-# tiles larger than the problem and, at head dim 128, the register-hungry ones.
-FWD_CONFIGS = [
-    (128, 64, 8, 3),
-    (128, 64, 4, 3),
-    (128, 128, 8, 3),
-    (128, 32, 4, 4),
-    (64, 64, 4, 3),
-    (64, 64, 4, 4),
-    (64, 128, 4, 3),
-    (128, 64, 8, 4),
-]
-BWD_CONFIGS = [  # used by both backward kernels: BLOCK_M query rows, BLOCK_N keys
-    (64, 64, 4, 3),
-    (64, 128, 8, 3),
-    (128, 64, 8, 3),
-    (32, 64, 4, 2),
-    (64, 64, 8, 2),
-    (32, 128, 4, 3),
-]
-# under the interpreter: one pinned configuration each (autotune would run them all);
-# small and unequal tiles, so that the tests cross several tiles of each kind
-INTERPRETER_CONFIGS = {"fwd": (32, 16, 4, 1), "bwd": (16, 32, 4, 1)}
-
-
-def prune_configs(configs, named_args, **kwargs):
-    """Autotune's early pruning: drop tiles wider than the (power-of-two rounded) problem
-    and, at head dim >= 128, tiles of 128 x 128 or with 4 warps and BM = 128 (register
-    spills). Always keeps at least one configuration."""
-    t_key, s_key = named_args["T_KEY"], named_args["S_KEY"]
-    d = named_args.get("BLOCK_DH", 64)
-    keep = []
-    for c in configs:
-        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
-        if bm > max(t_key, 16) or bn > max(s_key, 16):
-            continue
-        if d >= 128 and (bm * bn >= 128 * 128 or (bm == 128 and c.num_warps < 8)):
-            continue
-        keep.append(c)
-    if not keep:  # the smallest tile always fits
-        keep = [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
-    return keep
-
-
-def _configs(kind):
-    if triton is None:  # pragma: no cover
-        return []
-    rows = [INTERPRETER_CONFIGS[kind]] if interpreting() else (
-        FWD_CONFIGS if kind == "fwd" else BWD_CONFIGS
-    )  # fmt: skip
-    return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in rows
-    ]
-
-
-_TUNE_KEY = ["T_KEY", "S_KEY", "BLOCK_DH", "BLOCK_DV", "CAUSAL", "WINDOW", "HAS_KPM"]
-
-
 if triton is not None:
-
-    @triton.jit
-    def _kv_range(m0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
-        """Key ranges for the query rows [m0, m0 + BLOCK_M): masked [lo, f_lo), unmasked
-        [f_lo, f_hi), masked [f_hi, hi); keys outside [lo, hi) are never visited. Row i
-        sees key j when j - (i + OFF) is in [-W, W] (window) and <= 0 (causal)."""
-        r0 = m0 + OFF  # first row, in key coordinates
-        r1 = tl.minimum(m0 + BLOCK_M, T) - 1 + OFF  # last row
-        lo = m0 * 0
-        hi = lo + S
-        f_lo = lo
-        f_hi = hi
-        if CAUSAL:
-            hi = tl.minimum(hi, r1 + 1)
-            f_hi = tl.minimum(f_hi, r0 + 1)  # keys every row of the block sees
-        if WINDOW:
-            lo = tl.maximum(lo, r0 - W)
-            hi = tl.minimum(hi, r1 + W + 1)
-            f_lo = tl.maximum(f_lo, r1 - W)
-            f_hi = tl.minimum(f_hi, r0 + W + 1)
-        hi = tl.maximum(hi, 0)
-        lo = (lo // BLOCK_N) * BLOCK_N
-        f_lo = ((tl.maximum(f_lo, lo) + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
-        f_lo = tl.minimum(f_lo, hi)
-        f_hi = tl.maximum((tl.maximum(f_hi, 0) // BLOCK_N) * BLOCK_N, f_lo)
-        return lo, f_lo, f_hi, hi
-
-    @triton.jit
-    def _q_range(n0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
-        """Query ranges for the keys [n0, n0 + BLOCK_N), as :func:`_kv_range`."""
-        c0 = n0 - OFF  # first key, in query coordinates
-        c1 = tl.minimum(n0 + BLOCK_N, S) - 1 - OFF  # last key
-        lo = n0 * 0
-        hi = lo + T
-        f_lo = lo
-        f_hi = hi
-        if CAUSAL:
-            lo = tl.maximum(lo, c0)
-            f_lo = tl.maximum(f_lo, c1)  # rows that see every key of the block
-        if WINDOW:
-            lo = tl.maximum(lo, c0 - W)
-            hi = tl.minimum(hi, c1 + W + 1)
-            f_lo = tl.maximum(f_lo, c1 - W)
-            f_hi = tl.minimum(f_hi, c0 + W + 1)
-        hi = tl.maximum(hi, 0)
-        lo = (tl.minimum(lo, hi) // BLOCK_M) * BLOCK_M
-        f_lo = ((tl.maximum(f_lo, lo) + BLOCK_M - 1) // BLOCK_M) * BLOCK_M
-        f_lo = tl.minimum(f_lo, hi)
-        f_hi = tl.maximum((tl.maximum(f_hi, 0) // BLOCK_M) * BLOCK_M, f_lo)
-        return lo, f_lo, f_hi, hi
-
-    @triton.jit
-    def _dot(a, b, acc, DOT_FP32: tl.constexpr):
-        """acc + a @ b; exact float32 products (no TF32, no bf16 interpreter trap) when
-        DOT_FP32, else the tensor cores with a float32 accumulator."""
-        if DOT_FP32:
-            return tl.dot(
-                a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee"
-            )
-        else:
-            return tl.dot(a, b, acc)
-
-    @triton.jit
-    def _round(x, dtype: tl.constexpr, DOT_FP32: tl.constexpr):
-        """x (float32) rounded to ``dtype`` for a 16-bit matrix product (P, dS), as
-        FlashAttention-2 does on a GPU; under DOT_FP32 (float32 inputs, or the
-        interpreter) it stays float32."""
-        if DOT_FP32:
-            return x
-        else:
-            return x.to(dtype)
-
-    @triton.jit
-    def _to_store(x, dtype: tl.constexpr, INTERP_BF16: tl.constexpr):
-        """float32 -> the output dtype, rounding to nearest even. The interpreter
-        truncates float32 to bfloat16; there the rounding is done on the bits first."""
-        if INTERP_BF16:
-            bits = x.to(tl.int32, bitcast=True)
-            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
-            x = bits.to(tl.float32, bitcast=True)
-        return x.to(dtype)
-
-    @triton.jit
-    def _allowed(rows, cols, S, W, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
-        """(BM, BN) mask of a tile crossed by the band's edge; rows in key coordinates."""
-        ok = cols[None, :] < S
-        if CAUSAL:
-            ok = ok & (cols[None, :] <= rows[:, None])
-        if WINDOW:
-            ok = ok & (cols[None, :] >= rows[:, None] - W)
-            ok = ok & (cols[None, :] <= rows[:, None] + W)
-        return ok
-
     # kernel-begin
-    @triton.jit
     def _fwd_tiles(acc, l_i, m_i, q, Kn, Vn, KPMn, rows_k, start, end, S, W, qk_scale,
                    sk_s, sk_d, sv_s, sv_d, dh, dv, Dh, Dv, BLOCK_N: tl.constexpr,
                    MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
@@ -322,222 +176,10 @@ if triton is not None:
         tl.store(L + n * T + rows, lse, mask=rows < T)
         # kernel-end
 
-    @triton.jit
-    def _bwd_delta_kernel(O, DO, DELTA, T, Dv, BLOCK_M: tl.constexpr,
-                          BLOCK_DV: tl.constexpr):  # fmt: skip
-        """delta_i = dO_i . O_i in float32, one block of rows at a time (O, dO contiguous)."""
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-        n = tl.program_id(1).to(tl.int64)
-        dv = tl.arange(0, BLOCK_DV)
-        ptr = n * T * Dv + rows[:, None] * Dv + dv[None, :]
-        ok = (rows[:, None] < T) & (dv[None, :] < Dv)
-        o = tl.load(O + ptr, mask=ok, other=0.0).to(tl.float32)
-        do = tl.load(DO + ptr, mask=ok, other=0.0).to(tl.float32)
-        tl.store(DELTA + n * T + rows, tl.sum(o * do, 1), mask=rows < T)
-
-    @triton.jit
-    def _bwd_dkdv_tiles(dk, dv_acc, k, v, Qn, DOn, Ln, Dn, keep, cols_q, start, end,
-                        T, W, qk_scale, sq_t, sq_d, sd_t, sd_d, dh, dv, Dh, Dv,
-                        BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                        CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-                        HAS_KPM: tl.constexpr, DOT_FP32: tl.constexpr):  # fmt: skip
-        """dK, dV of one key block over the query blocks [start, end); cols_q: the keys
-        in query coordinates (key j sits on the diagonal of query j - OFF)."""
-        for start_m in range(start, end, BLOCK_M):
-            rows = start_m + tl.arange(0, BLOCK_M)  # (BM,)
-            qt = tl.load(
-                Qn + rows[None, :] * sq_t + dh[:, None] * sq_d,
-                mask=(rows[None, :] < T) & (dh[:, None] < Dh),
-                other=0.0,
-            )  # Q^T block (BDh, BM)
-            do = tl.load(
-                DOn + rows[:, None] * sd_t + dv[None, :] * sd_d,
-                mask=(rows[:, None] < T) & (dv[None, :] < Dv),
-                other=0.0,
-            )  # (BM, BDv)
-            lse2 = (
-                tl.load(Ln + rows, mask=rows < T, other=float("inf"))
-                * 1.4426950408889634
-            )
-            delta = tl.load(Dn + rows, mask=rows < T, other=0.0)
-            st = _dot(k, qt, tl.zeros([k.shape[0], BLOCK_M], tl.float32), DOT_FP32)
-            pt = tl.math.exp2(st * qk_scale - lse2[None, :])  # P^T (BN, BM)
-            if MASKED:  # the mask transposed: keys are the rows here
-                d = cols_q[:, None] - rows[None, :]  # j - (i + OFF)  (BN, BM)
-                ok = rows[None, :] < T
-                if CAUSAL:
-                    ok = ok & (d <= 0)
-                if WINDOW:
-                    ok = ok & (d >= -W) & (d <= W)
-                pt = tl.where(ok, pt, 0.0)
-            if HAS_KPM:
-                pt = tl.where(keep[:, None] != 0, pt, 0.0)
-            dv_acc = _dot(
-                _round(pt, do.dtype, DOT_FP32), do, dv_acc, DOT_FP32
-            )  # += P^T dO
-            dpt = _dot(
-                v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], tl.float32), DOT_FP32
-            )  # dP^T = V dO^T  (BN, BM)
-            dst = pt * (dpt - delta[None, :])  # dS^T = P^T * (dP^T - D)
-            dk = _dot(
-                _round(dst, qt.dtype, DOT_FP32), tl.trans(qt), dk, DOT_FP32
-            )  # += dS^T Q
-        return dk, dv_acc
-
-    @triton.jit
-    def _bwd_dkdv_kernel(
-        Q, K, V, DO, L, DELTA, DK, DV, KPM, qk_scale, scale, T, S, Dh, Dv, OFF, W,
-        GROUP, T_KEY, S_KEY, sq_n, sq_t, sq_d, sk_n, sk_s, sk_d, sv_n, sv_s, sv_d,
-        sd_n, sd_t, sd_d,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DH: tl.constexpr,
-        BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-        HAS_KPM: tl.constexpr, DOT_FP32: tl.constexpr, INTERP_BF16: tl.constexpr,
-    ):  # fmt: skip
-        """One program per key block of one key/value head: dK, dV stay on chip."""
-        n0 = tl.program_id(0) * BLOCK_N
-        nk = tl.program_id(1).to(tl.int64)  # key/value head
-        cols = n0 + tl.arange(0, BLOCK_N)  # (BN,)
-        dh = tl.arange(0, BLOCK_DH)
-        dv = tl.arange(0, BLOCK_DV)
-        k = tl.load(
-            K + nk * sk_n + cols[:, None] * sk_s + dh[None, :] * sk_d,
-            mask=(cols[:, None] < S) & (dh[None, :] < Dh),
-            other=0.0,
-        )  # (BN, BDh)
-        v = tl.load(
-            V + nk * sv_n + cols[:, None] * sv_s + dv[None, :] * sv_d,
-            mask=(cols[:, None] < S) & (dv[None, :] < Dv),
-            other=0.0,
-        )  # (BN, BDv)
-        dk = tl.zeros([BLOCK_N, BLOCK_DH], dtype=tl.float32)
-        dv_acc = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
-        lo, f_lo, f_hi, hi = _q_range(
-            n0, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
-        )
-        cols_q = cols - OFF  # the keys in query coordinates
-        for g in range(GROUP):  # the query heads that share this key/value head
-            n = nk * GROUP + g
-            if HAS_KPM:
-                keep = tl.load(KPM + n * S + cols, mask=cols < S, other=0)
-            else:
-                keep = cols * 0
-            Qn, DOn, Ln, Dn = Q + n * sq_n, DO + n * sd_n, L + n * T, DELTA + n * T
-            dk, dv_acc = _bwd_dkdv_tiles(dk, dv_acc, k, v, Qn, DOn, Ln, Dn, keep, cols_q, lo, f_lo, T, W,
-                                         qk_scale, sq_t, sq_d, sd_t, sd_d, dh, dv, Dh, Dv,
-                                         BLOCK_M, True, CAUSAL, WINDOW, HAS_KPM,
-                                         DOT_FP32)  # fmt: skip
-            dk, dv_acc = _bwd_dkdv_tiles(dk, dv_acc, k, v, Qn, DOn, Ln, Dn, keep, cols_q, f_lo, f_hi, T, W,
-                                         qk_scale, sq_t, sq_d, sd_t, sd_d, dh, dv, Dh, Dv,
-                                         BLOCK_M, False, CAUSAL, WINDOW, HAS_KPM,
-                                         DOT_FP32)  # fmt: skip
-            dk, dv_acc = _bwd_dkdv_tiles(dk, dv_acc, k, v, Qn, DOn, Ln, Dn, keep, cols_q, f_hi, hi, T, W,
-                                         qk_scale, sq_t, sq_d, sd_t, sd_d, dh, dv, Dh, Dv,
-                                         BLOCK_M, True, CAUSAL, WINDOW, HAS_KPM,
-                                         DOT_FP32)  # fmt: skip
-        ok = (cols[:, None] < S) & (dh[None, :] < Dh)
-        tl.store(DK + nk * sk_n + cols[:, None] * sk_s + dh[None, :] * sk_d,
-                 _to_store(dk * scale, DK.dtype.element_ty, INTERP_BF16), mask=ok)  # fmt: skip
-        tl.store(DV + nk * sv_n + cols[:, None] * sv_s + dv[None, :] * sv_d,
-                 _to_store(dv_acc, DV.dtype.element_ty, INTERP_BF16),
-                 mask=(cols[:, None] < S) & (dv[None, :] < Dv))  # fmt: skip
-
-    @triton.jit
-    def _bwd_dq_tiles(dq, q, do, lse2, delta, Kn, Vn, KPMn, rows_k, start, end, S, W,
-                      qk_scale, sk_s, sk_d, sv_s, sv_d, dh, dv, Dh, Dv,
-                      BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                      WINDOW: tl.constexpr, HAS_KPM: tl.constexpr,
-                      DOT_FP32: tl.constexpr):  # fmt: skip
-        """dQ of one query block over the key blocks [start, end)."""
-        for start_n in range(start, end, BLOCK_N):
-            cols = start_n + tl.arange(0, BLOCK_N)
-            k = tl.load(
-                Kn + cols[:, None] * sk_s + dh[None, :] * sk_d,
-                mask=(cols[:, None] < S) & (dh[None, :] < Dh),
-                other=0.0,
-            )  # (BN, BDh)
-            vt = tl.load(
-                Vn + cols[None, :] * sv_s + dv[:, None] * sv_d,
-                mask=(cols[None, :] < S) & (dv[:, None] < Dv),
-                other=0.0,
-            )  # V^T (BDv, BN)
-            s = _dot(
-                q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32
-            )
-            p = tl.math.exp2(s * qk_scale - lse2[:, None])  # (BM, BN)
-            if MASKED:
-                p = tl.where(_allowed(rows_k, cols, S, W, CAUSAL, WINDOW), p, 0.0)
-            if HAS_KPM:
-                keep = tl.load(KPMn + cols, mask=cols < S, other=0)
-                p = tl.where(keep[None, :] != 0, p, 0.0)
-            dp = _dot(do, vt, tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32)
-            ds = p * (dp - delta[:, None])  # dS = P * (dP - D)  (BM, BN)
-            dq = _dot(_round(ds, k.dtype, DOT_FP32), k, dq, DOT_FP32)  # += dS K
-        return dq
-
-    @triton.jit
-    def _bwd_dq_kernel(
-        Q, K, V, DO, L, DELTA, DQ, KPM, qk_scale, scale, T, S, Dh, Dv, OFF, W,
-        GROUP, T_KEY, S_KEY, sq_n, sq_t, sq_d, sk_n, sk_s, sk_d, sv_n, sv_s, sv_d,
-        sd_n, sd_t, sd_d,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DH: tl.constexpr,
-        BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-        HAS_KPM: tl.constexpr, DOT_FP32: tl.constexpr, INTERP_BF16: tl.constexpr,
-    ):  # fmt: skip
-        """One program per query block: dQ stays on chip (no atomics)."""
-        start_m = tl.program_id(0)
-        if CAUSAL:
-            start_m = tl.num_programs(0) - 1 - start_m
-        n = tl.program_id(1).to(tl.int64)
-        nk = n // GROUP
-        m0 = start_m * BLOCK_M
-        rows = m0 + tl.arange(0, BLOCK_M)
-        dh = tl.arange(0, BLOCK_DH)
-        dv = tl.arange(0, BLOCK_DV)
-        q = tl.load(
-            Q + n * sq_n + rows[:, None] * sq_t + dh[None, :] * sq_d,
-            mask=(rows[:, None] < T) & (dh[None, :] < Dh),
-            other=0.0,
-        )  # (BM, BDh)
-        do = tl.load(
-            DO + n * sd_n + rows[:, None] * sd_t + dv[None, :] * sd_d,
-            mask=(rows[:, None] < T) & (dv[None, :] < Dv),
-            other=0.0,
-        )  # (BM, BDv)
-        lse2 = (
-            tl.load(L + n * T + rows, mask=rows < T, other=float("inf"))
-            * 1.4426950408889634
-        )
-        delta = tl.load(DELTA + n * T + rows, mask=rows < T, other=0.0)
-        dq = tl.zeros([BLOCK_M, BLOCK_DH], dtype=tl.float32)
-        lo, f_lo, f_hi, hi = _kv_range(
-            m0, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
-        )
-        Kn, Vn, KPMn, rows_k = K + nk * sk_n, V + nk * sv_n, KPM + n * S, rows + OFF
-        dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kn, Vn, KPMn, rows_k, lo, f_lo, S, W, qk_scale,
-                           sk_s, sk_d, sv_s, sv_d, dh, dv, Dh, Dv, BLOCK_N, True,
-                           CAUSAL, WINDOW, HAS_KPM, DOT_FP32)  # fmt: skip
-        dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kn, Vn, KPMn, rows_k, f_lo, f_hi, S, W, qk_scale,
-                           sk_s, sk_d, sv_s, sv_d, dh, dv, Dh, Dv, BLOCK_N, False,
-                           CAUSAL, WINDOW, HAS_KPM, DOT_FP32)  # fmt: skip
-        dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kn, Vn, KPMn, rows_k, f_hi, hi, S, W, qk_scale,
-                           sk_s, sk_d, sv_s, sv_d, dh, dv, Dh, Dv, BLOCK_N, True,
-                           CAUSAL, WINDOW, HAS_KPM, DOT_FP32)  # fmt: skip
-        tl.store(
-            DQ + n * sq_n + rows[:, None] * sq_t + dh[None, :] * sq_d,
-            _to_store(dq * scale, DQ.dtype.element_ty, INTERP_BF16),
-            mask=(rows[:, None] < T) & (dh[None, :] < Dh),
-        )
-
     _prune = {"early_config_prune": prune_configs}
     _fwd_tuned = triton.autotune(
         _configs("fwd"), key=_TUNE_KEY, prune_configs_by=_prune
     )(_flash_fwd_kernel)
-    _dkdv_tuned = triton.autotune(
-        _configs("bwd"), key=_TUNE_KEY, prune_configs_by=_prune
-    )(_bwd_dkdv_kernel)
-    _dq_tuned = triton.autotune(
-        _configs("bwd"), key=_TUNE_KEY, prune_configs_by=_prune
-    )(_bwd_dq_kernel)
 
 
 # ---------------------------------------------------------------------- host wrappers
@@ -574,42 +216,6 @@ def _check_inputs(q, k, v, fn):
         )
 
 
-def _window_arg(window):
-    if window is None:
-        return 0, False
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ValueError(f"window must be None or an int >= 0, got {window!r}")
-    return int(window), True
-
-
-def _kpm_arg(kpm, N, S, device):
-    """key_padding_mask (N, S) bool, True = may attend -> int8 (N, S) or a dummy."""
-    if kpm is None:
-        return torch.zeros(1, dtype=torch.int8, device=device), False
-    if kpm.dtype != torch.bool or tuple(kpm.shape) != (N, S):
-        raise ValueError(f"kpm must be bool (N, S) = {(N, S)}, got {tuple(kpm.shape)}")
-    return kpm.to(device=device, dtype=torch.int8).contiguous(), True
-
-
-def _common(q3, k3, v3, scale, causal, window, offset, kpm):
-    N, T, Dh = q3.shape
-    Nk, S, Dv = k3.shape[0], k3.shape[1], v3.shape[2]
-    w, has_w = _window_arg(window)
-    kpm_t, has_kpm = _kpm_arg(kpm, N, S, q3.device)
-    meta = dict(
-        BLOCK_DH=max(16, triton.next_power_of_2(Dh)),
-        BLOCK_DV=max(16, triton.next_power_of_2(Dv)),
-        CAUSAL=bool(causal),
-        WINDOW=has_w,
-        HAS_KPM=has_kpm,
-        DOT_FP32=q3.dtype == torch.float32 or interpreting(),
-        INTERP_BF16=q3.dtype == torch.bfloat16 and interpreting(),
-    )
-    sizes = (T, S, Dh, Dv, int(offset), w, N // Nk)
-    keys = (triton.next_power_of_2(T), triton.next_power_of_2(S))
-    return kpm_t, sizes, keys, meta
-
-
 def _forward3(q3, k3, v3, scale, causal, window, offset, kpm, blocks=None):
     """q3 (N, T, Dh), k3 (Nk, S, Dh), v3 (Nk, S, Dv), contiguous -> out, lse (N, T)."""
     N, T = q3.shape[:2]
@@ -627,30 +233,6 @@ def _forward3(q3, k3, v3, scale, causal, window, offset, kpm, blocks=None):
         grid = (triton.cdiv(T, bm), N)
         _flash_fwd_kernel[grid](*args, BLOCK_M=bm, BLOCK_N=bn, **meta, **extra)
     return out, lse
-
-
-def _backward3(q3, k3, v3, out, lse, dout, scale, causal, window, offset, kpm):
-    """Gradients dq (N, T, Dh), dk (Nk, S, Dh), dv (Nk, S, Dv), in the input dtype."""
-    N, T, Dh = q3.shape
-    Nk, S = k3.shape[:2]
-    Dv = v3.shape[2]
-    dout = dout.contiguous()
-    out = out.contiguous()
-    delta = torch.empty(N, T, dtype=torch.float32, device=q3.device)  # (N, T)
-    bdv = max(16, triton.next_power_of_2(Dv))
-    bm = 16 if interpreting() else 64
-    _bwd_delta_kernel[(triton.cdiv(T, bm), N)](
-        out, dout, delta, T, Dv, BLOCK_M=bm, BLOCK_DV=bdv
-    )
-    dq, dk, dv = torch.empty_like(q3), torch.empty_like(k3), torch.empty_like(v3)
-    kpm_t, sizes, keys, meta = _common(q3, k3, v3, scale, causal, window, offset, kpm)
-    common = (scale * LOG2E, scale, *sizes, *keys, *q3.stride(), *k3.stride(),
-              *v3.stride(), *dout.stride())  # fmt: skip
-    grid_kv = lambda m: (triton.cdiv(S, m["BLOCK_N"]), Nk)  # noqa: E731
-    _dkdv_tuned[grid_kv](q3, k3, v3, dout, lse, delta, dk, dv, kpm_t, *common, **meta)
-    grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]), N)  # noqa: E731
-    _dq_tuned[grid_q](q3, k3, v3, dout, lse, delta, dq, kpm_t, *common, **meta)
-    return dq, dk, dv
 
 
 class _TritonFlash(torch.autograd.Function):
