@@ -204,7 +204,9 @@ def test_recall_batch_splits_are_disjoint_and_match_the_sweep():
     """attnlab.data.recall_batch: parity splits; the sweep script uses it."""
     gen = torch.Generator().manual_seed(0)
     keys, vals, query, answer = attnlab.data.recall_batch(300, 8, gen, "train")
-    assert keys.shape == vals.shape == (300, 8) and query.shape == answer.shape == (300,)
+    assert keys.shape == vals.shape == (300, 8) and query.shape == answer.shape == (
+        300,
+    )
     assert (vals.sum(-1) % 2 == 0).all()
     assert (keys.sort(-1).values.diff(dim=-1) > 0).all()  # distinct keys
     rows = (keys == query[:, None]).float().argmax(-1)

@@ -168,6 +168,9 @@ def main(argv=None):
     ap.add_argument(
         "--models", nargs="*", default=list(MODELS), help="the models a merge must hold"
     )
+    ap.add_argument(
+        "--pairs", nargs="*", type=int, default=list(PAIRS), help="... and the pairs"
+    )
     a = ap.parse_args(argv)
     if a.merge:
         runs, cpu = [], 0.0
@@ -177,7 +180,11 @@ def main(argv=None):
         cpu = sum(r["cpu_s"] for r in runs)
         key = {(r["model"], r["d_state"], r["pairs"], r["seed"]) for r in runs}
         want = {
-            (m, d, p, s) for m in a.models for d in STATES for p in PAIRS for s in SEEDS
+            (m, d, p, s)
+            for m in a.models
+            for d in STATES
+            for p in a.pairs
+            for s in SEEDS
         }
         assert key == want and len(runs) == len(want), sorted(want - key)
         runs.sort(
@@ -188,7 +195,7 @@ def main(argv=None):
                 r["seed"],
             )
         )
-        meta = {**_meta(round(cpu)), "models": a.models}
+        meta = {**_meta(round(cpu)), "models": a.models, "pairs": a.pairs}
         Path(a.out).write_text(
             json.dumps({"meta": meta, "runs": runs}, indent=0) + "\n"
         )

@@ -319,7 +319,7 @@ def triton_flash_forward(
     lead, q3, k3, v3 = _flatten(q, k, v)
     T, S = q3.shape[1], k3.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    blocks = None
+    blocks: tuple[int, ...] | None = None
     if block_m is not None or block_n is not None:
         blocks = (block_m or 64, block_n or 64)
         if num_warps is not None:
