@@ -65,12 +65,12 @@ def _sdpa_math(q, k, v, is_causal=False):
 
 def _flash_torch(q, k, v, is_causal=False):
     """attnlab.flash_attention with the torch loop as forward (Triton switched off)."""
-    usable = efficient._triton_usable
-    efficient._triton_usable = lambda q: False
+    usable = efficient.flash._triton_usable
+    efficient.flash._triton_usable = lambda q: False
     try:
         return attnlab.flash_attention(q, k, v, is_causal=is_causal)
     finally:
-        efficient._triton_usable = usable
+        efficient.flash._triton_usable = usable
 
 
 def contenders() -> dict:

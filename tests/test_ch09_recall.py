@@ -63,3 +63,22 @@ def test_one_point_reproduces():
     ]
     assert got["steps"] == want["steps"]
     assert abs(got["test_acc"] - want["test_acc"]) < 0.01
+
+
+def test_delta_rows_cover_their_points_with_three_seeds():
+    """The delta-rule rows (ch09_recall_delta.json): every point listed has 3 seeds."""
+    path = files("attnlab").joinpath("results/ch09_recall_delta.json")
+    if not path.is_file():
+        pytest.skip("no delta rows committed")
+    res = json.loads(path.read_text())
+    meta, runs = res["meta"], res["runs"]
+    assert meta["models"] == ["delta"]
+    for d_state in meta["d_states"]:
+        for pairs in meta["pairs"]:
+            seeds = sorted(
+                r["seed"]
+                for r in runs
+                if (r["d_state"], r["pairs"]) == (d_state, pairs)
+            )
+            assert seeds == [0, 1, 2]
+    assert {r["model"] for r in runs} == {"delta"}

@@ -198,3 +198,22 @@ def test_date_split_errors():
     with pytest.raises(ValueError, match="split"):
         make_task("date", split="dev")
     assert DateTask(split=None).with_split("test").split == "test"
+
+
+def test_recall_batch_splits_are_disjoint_and_match_the_sweep():
+    """attnlab.data.recall_batch: parity splits; the sweep script uses it."""
+    gen = torch.Generator().manual_seed(0)
+    keys, vals, query, answer = attnlab.data.recall_batch(300, 8, gen, "train")
+    assert keys.shape == vals.shape == (300, 8) and query.shape == answer.shape == (
+        300,
+    )
+    assert (vals.sum(-1) % 2 == 0).all()
+    assert (keys.sort(-1).values.diff(dim=-1) > 0).all()  # distinct keys
+    rows = (keys == query[:, None]).float().argmax(-1)
+    assert (vals[torch.arange(300), rows] == answer).all()  # the answer is stored
+    _, vals, _, _ = attnlab.data.recall_batch(300, 8, gen, "test")
+    assert (vals.sum(-1) % 2 == 1).all()
+    with pytest.raises(ValueError, match="split"):
+        attnlab.data.recall_batch(4, 8, gen, "val")
+    with pytest.raises(ValueError, match="pairs"):
+        attnlab.data.recall_batch(4, 1, gen, "train")

@@ -6,6 +6,11 @@
     ... ch09_recall.py --points softmax:8:32 linear:8:32 --out /tmp/part1.json
     ... ch09_recall.py --merge /tmp/part*.json
 
+    # the delta-rule rows alone (chapter 9 reads them beside the others)
+    ... ch09_recall.py --points delta:8:4 ... --out /tmp/delta.json
+    ... ch09_recall.py --merge /tmp/delta*.json --models delta \
+        --out src/attnlab/results/ch09_recall_delta.json
+
 Writes ``src/attnlab/results/ch09_recall.json``, which chapter 9 loads and plots (the
 sweep takes minutes, too long for the page's budget). One thing changes at a time:
 
@@ -15,8 +20,10 @@ sweep takes minutes, too long for the page's budget). One thing changes at a tim
 * model: one attention layer (embeddings of key and value summed per token, q/k/v
   projections of width ``d_state``, a linear read-out at the query's position);
 * attention: causal ``softmax`` (SDPA), causal ``linear`` attention (elu + 1 features,
-  a ``d_state x d_state`` state) or ``gated`` linear attention (the same state with a
-  learned forgetting gate per token, :mod:`attnlab.gated`);
+  a ``d_state x d_state`` state), ``gated`` linear attention (the same state with a
+  learned forgetting gate per token, :mod:`attnlab.gated`) or the ``delta`` rule (the
+  same state written by :func:`attnlab.gated.delta_rule`, a learned ``beta`` per token);
+* the task is :func:`attnlab.data.recall_batch`;
 * training: Adam (lr 3e-3), batches of 64, until the mean training accuracy of the last
   ``WINDOW`` steps reaches ``TARGET`` or ``MAX_STEPS`` steps (convergence: the JSON keeps
   the held-out accuracy at half and at all of the steps run, so a plateau can be read);
@@ -38,32 +45,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import attnlab
+from attnlab import data
 from attnlab.devices import run_meta
-from attnlab.gated import gated_linear_attention
+from attnlab.gated import delta_rule, gated_linear_attention
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch09_recall.json"
 N_KEYS, N_VALS, D_MODEL, BATCH, LR = 64, 16, 32, 64, 3e-3
 PAIRS, STATES, SEEDS = (4, 8, 16, 32), (8, 32), (0, 1, 2)
-MODELS = ("softmax", "linear", "gated")
+MODELS = ("softmax", "linear", "gated", "delta")
 MAX_STEPS, WINDOW, TARGET, N_TEST = 2000, 50, 0.99, 1000
 
 
 def recall_batch(size, pairs, gen, split):
-    """Lists (keys, vals (size, pairs)), the query key and its value (size,).
-
-    ``split`` "train" gives lists whose values sum to an even number, "test" to an odd
-    one: the two sets are disjoint by construction."""
-    if pairs < 2:
-        raise ValueError("pairs must be >= 2 (one pair is changed to set the parity)")
-    keys = torch.argsort(torch.rand(size, N_KEYS, generator=gen), -1)[:, :pairs]
-    vals = torch.randint(0, N_VALS, (size, pairs), generator=gen)
-    which = torch.randint(0, pairs, (size,), generator=gen)
-    rows = torch.arange(size)
-    parity = vals.sum(-1) % 2  # (size,)
-    flip = parity != (0 if split == "train" else 1)
-    other = (which + 1) % pairs  # change a pair that is not the one asked for
-    vals[rows[flip], other[flip]] ^= 1  # keeps the value in [0, N_VALS)
-    return keys, vals, keys[rows, which], vals[rows, which]
+    """The task of :func:`attnlab.data.recall_batch` with this sweep's vocabulary."""
+    return data.recall_batch(size, pairs, gen, split, N_KEYS, N_VALS)
 
 
 class Recall(nn.Module):
@@ -75,7 +70,7 @@ class Recall(nn.Module):
         self.key_emb = nn.Embedding(N_KEYS, D_MODEL)
         self.val_emb = nn.Embedding(N_VALS, D_MODEL)
         self.w_q, self.w_k, self.w_v = (nn.Linear(D_MODEL, d_state) for _ in range(3))
-        self.gate = nn.Linear(D_MODEL, 1)
+        self.gate = nn.Linear(D_MODEL, 1)  # gated: g_t; delta: beta_t
         nn.init.constant_(self.gate.bias, 3.0)  # g = sigmoid(3) ~ 0.95 at the start
         self.out = nn.Linear(d_state, N_VALS)
 
@@ -90,6 +85,9 @@ class Recall(nn.Module):
             h = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         elif self.kind == "linear":
             h = attnlab.linear_attention(q, k, v, is_causal=True)
+        elif self.kind == "delta":  # writing strength beta_t = sigmoid(.) in (0, 1)
+            beta = torch.sigmoid(self.gate(x))[:, None, :, 0]  # (B, 1, P + 1)
+            h = delta_rule(q, k, v, beta)
         else:
             log_g = F.logsigmoid(self.gate(x))[:, None, :, 0]  # (B, 1, P + 1), <= 0
             h = gated_linear_attention(q, k, v, log_g)
@@ -166,6 +164,12 @@ def main(argv=None):
     ap.add_argument("--points", nargs="*", help="model:d_state:pairs (all seeds)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--merge", nargs="*", help="part files to merge into the result")
+    ap.add_argument(
+        "--models", nargs="*", default=list(MODELS), help="the models a merge must hold"
+    )
+    ap.add_argument(
+        "--pairs", nargs="*", type=int, default=list(PAIRS), help="... and the pairs"
+    )
     a = ap.parse_args(argv)
     if a.merge:
         runs, cpu = [], 0.0
@@ -175,23 +179,28 @@ def main(argv=None):
         cpu = sum(r["cpu_s"] for r in runs)
         key = {(r["model"], r["d_state"], r["pairs"], r["seed"]) for r in runs}
         want = {
-            (m, d, p, s) for m in MODELS for d in STATES for p in PAIRS for s in SEEDS
+            (m, d, p, s)
+            for m in a.models
+            for d in STATES
+            for p in a.pairs
+            for s in SEEDS
         }
         assert key == want and len(runs) == len(want), sorted(want - key)
         runs.sort(
             key=lambda r: (
                 PAIRS.index(r["pairs"]),
                 STATES.index(r["d_state"]),
-                MODELS.index(r["model"]),
+                a.models.index(r["model"]),
                 r["seed"],
             )
         )
-        OUT.write_text(
-            json.dumps({"meta": _meta(round(cpu)), "runs": runs}, indent=0) + "\n"
+        meta = {**_meta(round(cpu)), "models": a.models, "pairs": a.pairs}
+        Path(a.out).write_text(
+            json.dumps({"meta": meta, "runs": runs}, indent=0) + "\n"
         )
         print(
             "wrote",
-            OUT,
+            a.out,
             "from",
             len(a.merge),
             "parts;",

@@ -53,6 +53,7 @@ from .dates import (  # noqa: F401
     date_split,
     make_task,
 )
+from .recall import RECALL_SPLITS, recall_batch  # noqa: F401
 from .tasks import (  # noqa: F401
     Batch,
     ReversalTask,
@@ -74,6 +75,7 @@ __all__ = [
     "date_split",
     "make_task",
     "collate",
+    "recall_batch",
 ]
 # Classification tasks with known rationales (chapter 11) live in their own module and
 # are re-exported here: attnlab.data.rationale_task("focus", "test").

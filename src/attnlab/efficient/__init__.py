@@ -29,8 +29,9 @@ Precision: scores, the running max and sum, the accumulator and the saved log-su
 are kept in float32 for float16/bfloat16 inputs (float64 stays float64), and the output
 and gradients are cast back to the input dtype, as FlashAttention's kernels do.
 
-On CUDA with Triton installed the forward runs the Triton kernel of
-:mod:`attnlab.kernels.triton_flash`; the backward is the same recomputation.
+On CUDA with Triton installed, forward and backward run the Triton kernels of
+:mod:`attnlab.kernels.triton_flash` (the same recomputation, fused); the torch loop is
+the CPU path and the readable reference.
 
 Shapes: ``q (..., T, Dh)``, ``k (..., S, Dh)``, ``v (..., S, Dv)`` with equal leading
 dims, e.g. (B, H, T, Dh).
@@ -50,6 +51,7 @@ from .flash import (  # noqa: F401
     _flash_backward,
     _flash_forward,
     _FlashAttention,
+    _group,
     _padding_mask,
     _tiled,
     _triton_usable,

@@ -1,5 +1,7 @@
-"""Flash attention in PyTorch (tiled forward with an online softmax, tiled backward from
-the log-sum-exp) and sliding-window attention on it; the Triton forward on CUDA."""
+"""Flash attention in PyTorch (tiled forward with an online softmax, tiled backward
+from the log-sum-exp) and sliding-window attention on it. On CUDA, the Triton kernels
+(forward and backward) of :mod:`attnlab.kernels.triton_flash`, with the causal or
+banded mask, the key padding mask, the alignment and grouped-query attention inside."""
 
 from __future__ import annotations
 
@@ -79,18 +81,21 @@ def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, blo
                     offset=0, kpm=None):  # fmt: skip
     """Recompute each tile's probabilities from the saved log-sum-exp; never (T, S).
 
-    Gradients are accumulated in float32 for 16-bit inputs and cast back at the end."""
+    Gradients are accumulated in float32 for 16-bit inputs and cast back at the end.
+    ``D = rowsum(dO * O)`` is computed one row block at a time, as the tiles: a
+    full-size float32 product ``dout.to(f) * out.to(f)`` would hold three (N, T, Dv)
+    float32 temporaries at once."""
     T, S = q.shape[1], k.shape[1]
     f = _acc_dtype(q.dtype)
     dq = torch.zeros_like(q, dtype=f)  # (N, T, Dh)
     dk = torch.zeros_like(k, dtype=f)  # (N, S, Dh)
     dv = torch.zeros_like(v, dtype=f)  # (N, S, Dv)
-    delta = (dout.to(f) * out.to(f)).sum(-1)  # D_i = sum_j P_ij dP_ij = dO_i . O_i
     lse2 = lse.to(f) * LOG2E  # base 2, as the scores below                  (N, T)
     for i0 in range(0, T, block_q):
         i1 = min(i0 + block_q, T)
         qi = q[:, i0:i1].to(f) * (scale * LOG2E)  # (N, Bq, Dh): base-2 scores
         doi = dout[:, i0:i1].to(f)  # (N, Bq, Dv)
+        delta = (doi * out[:, i0:i1].to(f)).sum(-1)  # D_i = dO_i . O_i      (N, Bq)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
             mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
@@ -105,7 +110,7 @@ def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, blo
             p = s.sub_(lse2[:, i0:i1, None]).exp2_()  # P recomputed  (N, Bq, Bk)
             dv[:, j0:j1].baddbmm_(p.transpose(1, 2), doi)  # += P^T dO    (N, Bk, Dv)
             dp = torch.bmm(doi, vj.transpose(1, 2))  # dP = dO V^T          (N, Bq, Bk)
-            ds = p.mul_(dp.sub_(delta[:, i0:i1, None]))  # dS = P * (dP - D)
+            ds = p.mul_(dp.sub_(delta[..., None]))  # dS = P * (dP - D)
             dq[:, i0:i1].baddbmm_(ds, kj, alpha=scale)  # += dS K * scale  (N, Bq, Dh)
             dk[:, j0:j1].baddbmm_(ds.transpose(1, 2), qi, alpha=1 / LOG2E)  # dS^T Q s
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
@@ -122,16 +127,13 @@ def _triton_usable(q) -> bool:
 
 
 class _FlashAttention(torch.autograd.Function):
+    """The torch loop, forward and backward (the CPU path and the readable reference)."""
+
     @staticmethod
     def forward(ctx, q, k, v, scale, causal, window, block_q, block_k, offset, kpm):
-        if _triton_usable(q) and window is None and offset == 0 and kpm is None:
-            from ..kernels.triton_flash import triton_flash_forward
-
-            out, lse = triton_flash_forward(q, k, v, is_causal=causal, scale=scale)
-        else:
-            out, lse = _flash_forward(
-                q, k, v, scale, causal, window, block_q, block_k, offset, kpm
-            )
+        out, lse = _flash_forward(
+            q, k, v, scale, causal, window, block_q, block_k, offset, kpm
+        )
         ctx.save_for_backward(q, k, v, out, lse)  # O(T) statistics, no (T, S) tensor
         ctx.kpm = kpm
         ctx.args = (scale, causal, window, block_q, block_k, offset)
@@ -202,6 +204,25 @@ def _padding_mask(key_padding_mask, lead, S, device):
     return m.expand(*lead, S).reshape(-1, S).to(device)  # (N, S)
 
 
+def _group(q, k, v, fn):
+    """Grouped-query attention: k, v (..., H_kv, S, D) with H a multiple of H_kv -> G."""
+    if q.shape[:-2] == k.shape[:-2]:
+        return 1
+    if (
+        q.dim() >= 3
+        and q.shape[:-3] == k.shape[:-3]
+        and k.shape[-3] > 0
+        and q.shape[-3] % k.shape[-3] == 0
+        and k.shape[:-2] == v.shape[:-2]
+    ):
+        return q.shape[-3] // k.shape[-3]
+    raise ValueError(
+        f"{fn}: q, k, v must share their leading (batch, head) dims, or k, v have "
+        f"H_kv heads with H a multiple of H_kv (grouped-query attention), got "
+        f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    )
+
+
 def _tiled(
     q, k, v, scale, causal, window, block_size, align="top_left", key_padding_mask=None
 ):
@@ -214,8 +235,24 @@ def _tiled(
         scale = 1.0 / math.sqrt(Dh) if Dh else 1.0
     bq, bk = _blocks(block_size)
     kpm = _padding_mask(key_padding_mask, lead, S, q.device)
+    group = _group(q, k, v, "flash_attention")
+    if (T == 0 or S == 0) and group > 1:
+        k, v = k.repeat_interleave(group, -3), v.repeat_interleave(group, -3)
     if T == 0 or S == 0:  # nothing to tile: (T, 0) @ (0, Dv) is zeros, differentiable
         return (q @ k.transpose(-2, -1)) @ v  # (..., T, Dv), 0 elements or zeros
+    if _triton_usable(q):  # CUDA: the Triton kernels, forward and backward
+        from ..kernels.triton_flash import _TritonFlash
+
+        N = math.prod(lead)
+        q3 = q.reshape(N, T, Dh).contiguous()  # (N, T, Dh), N = B * H
+        k3 = k.reshape(N // group, S, Dh).contiguous()  # (N / G, S, Dh)
+        v3 = v.reshape(N // group, S, Dv).contiguous()  # (N / G, S, Dv)
+        out = _TritonFlash.apply(
+            q3, k3, v3, float(scale), bool(causal), window, _offset(T, S, align), kpm
+        )
+        return out.reshape(*lead, T, Dv)  # (..., T, Dv)
+    if group > 1:  # the readable torch loop repeats the shared heads
+        k, v = k.repeat_interleave(group, -3), v.repeat_interleave(group, -3)
     N = math.prod(lead)
     q3 = q.reshape(N, T, Dh).contiguous()  # (N, T, Dh), N = B * H
     k3 = k.reshape(N, S, Dh).contiguous()  # (N, S, Dh)
@@ -257,8 +294,9 @@ def flash_attention(
 
     Parameters
     ----------
-    q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv), same leading dims and dtype;
-        float16/bfloat16 inputs are computed with float32 statistics and returned in
+    q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv), same leading dims and dtype
+        (or k, v with H_kv heads in dim -3, H a multiple of H_kv: grouped-query
+        attention, run without copying the shared heads on CUDA); float16/bfloat16 inputs are computed with float32 statistics and returned in
         their own dtype
     is_causal : query ``i`` sees keys ``j <= i`` (top-left) or ``j <= i + S - T``
         (``align="bottom_right"``); tiles beyond the diagonal are skipped
@@ -272,7 +310,7 @@ def flash_attention(
     -------
     out : (..., T, Dv), equal to :func:`torch.nn.functional.scaled_dot_product_attention`
     """
-    _check_qkv(q, k, v, "flash_attention")
+    _check_qkv(q, k, v, "flash_attention", gqa=True)
     return _tiled(q, k, v, scale, is_causal, None, block_size, align, key_padding_mask)
 
 
@@ -307,7 +345,7 @@ def sliding_window_attention(
         means no band (full attention, as ``band_mask`` reads it)
     block_size : default ``min(256, max(32, window))`` rows and columns per tile
     """
-    _check_qkv(q, k, v, "sliding_window_attention")
+    _check_qkv(q, k, v, "sliding_window_attention", gqa=True)
     if window is None:  # no band at all, as band_mask(T, S, None): full attention
         return flash_attention(
             q,

@@ -48,37 +48,45 @@ def linear_attention(
     the carried state — so memory stays O(T·Dv + chunk²).
 
     A query whose feature products with every key are 0 (no key, S = 0, or features
-    that underflow) gets a zero output, never NaN.
+    that underflow) gets a zero output, never NaN. For float16/bfloat16 inputs the
+    features, the running sums and the products are computed in float32 and the output
+    is rounded once: in bfloat16 the normaliser's increments fall below its spacing
+    after a few thousand keys, and float16's sums overflow.
 
     Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
     """
     _check_qkv(q, k, v, "linear_attention")
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    fq, fk = elu_feature_map(q), elu_feature_map(k)  # (..., T, Dh), (..., S, Dh)
+    f = torch.promote_types(q.dtype, torch.float32)  # float32 for 16-bit inputs
     if not is_causal:
-        kv = fk.transpose(-2, -1) @ v  # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
+        fq, fk = elu_feature_map(q.to(f)), elu_feature_map(k.to(f))  # (..., T/S, Dh)
+        kv = fk.transpose(-2, -1) @ v.to(
+            f
+        )  # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
         z = fk.sum(-2)  # (..., Dh)
         num = fq @ kv  # (..., T, Dh) @ (..., Dh, Dv) -> (..., T, Dv)
         den = (fq * z[..., None, :]).sum(-1, keepdim=True)  # (..., T, 1)
-        return num / _guard(den)
+        return (num / _guard(den)).to(q.dtype)
     T, S = q.shape[-2], k.shape[-2]
     if T == 0:
         return v.new_zeros(*q.shape[:-1], v.shape[-1]) + 0 * v.sum()  # (..., 0, Dv)
-    state = fk.new_zeros(*fk.shape[:-2], fk.shape[-1], v.shape[-1])  # (..., Dh, Dv)
-    z = fk.new_zeros(*fk.shape[:-2], 1, fk.shape[-1])  # (..., 1, Dh)
+    # the running sums live in float32 for 16-bit inputs: in bfloat16 the increments of
+    # z fall below its spacing after a few thousand keys
+    state = q.new_zeros(
+        *k.shape[:-2], k.shape[-1], v.shape[-1], dtype=f
+    )  # (..., Dh, Dv)
+    z = q.new_zeros(*k.shape[:-2], 1, k.shape[-1], dtype=f)  # (..., 1, Dh)
     outs = []
     for c0 in range(0, T, chunk):
         c1 = min(c0 + chunk, T)
-        qc = fq[..., c0:c1, :]  # (..., C, Dh)
-        kc, vc = (
-            fk[..., c0 : min(c1, S), :],
-            v[..., c0 : min(c1, S), :],
-        )  # (..., C', Dh/Dv)
+        qc = elu_feature_map(q[..., c0:c1, :].to(f))  # (..., C, Dh), cast per chunk
+        kc = elu_feature_map(k[..., c0 : min(c1, S), :].to(f))  # (..., C', Dh)
+        vc = v[..., c0 : min(c1, S), :].to(f)  # (..., C', Dv)
         a = (qc @ kc.transpose(-2, -1)).tril()  # j <= i inside the chunk  (..., C, C')
         num = qc @ state + a @ vc  # (..., C, Dv)
         den = (qc * z).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)  # (..., C, 1)
-        outs.append(num / _guard(den))
+        outs.append((num / _guard(den)).to(q.dtype))
         state = state + kc.transpose(-2, -1) @ vc  # (..., Dh, Dv)
         z = z + kc.sum(-2, keepdim=True)  # (..., 1, Dh)
     return torch.cat(outs, dim=-2)  # (..., T, Dv)

@@ -19,9 +19,11 @@ LOG2E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * LOG2E)
 
 
 # ----------------------------------------------------------------------------- checks
-def _check_qkv(q, k, v, fn: str) -> None:
+def _check_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
+    """As every attention function; ``gqa``: k, v may have fewer heads (checked by the
+    caller)."""
     check_qkv(q, k, v, fn)  # types, Dh, S, dtype: as every attention function
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+    if not gqa and not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
         raise ValueError(
             f"{fn}: q, k, v must share their leading (batch, head) dims, got "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"

@@ -1,0 +1,226 @@
+"""Shared pieces of the Triton flash kernels (:mod:`.triton_flash` forward,
+:mod:`.triton_flash_bwd` backward): the autotuning configurations and their pruning, the
+tile ranges of the two-stage loop, the masked tile, and the 16-bit roundings."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+try:  # optional dependency: attnlab[gpu]
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised where triton is absent
+    triton = None
+    tl = None
+
+LOG2E = 1.4426950408889634
+
+
+def available() -> bool:
+    """Whether Triton can be imported (it says nothing about a GPU)."""
+    return triton is not None
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+# ------------------------------------------------------------------ autotuning configs
+# (BLOCK_M, BLOCK_N, num_warps, num_stages). The GPU lists follow the tutorial's Hopper
+# choices (BM = 128 with 8 warps, BN 32..128, 2..4 stages); the pruning below drops the
+# tiles larger than the problem and, at head dim 128, the register-hungry ones.
+FWD_CONFIGS = [
+    (128, 64, 8, 3),
+    (128, 64, 4, 3),
+    (128, 128, 8, 3),
+    (128, 32, 4, 4),
+    (64, 64, 4, 3),
+    (64, 64, 4, 4),
+    (64, 128, 4, 3),
+    (128, 64, 8, 4),
+]
+BWD_CONFIGS = [  # used by both backward kernels: BLOCK_M query rows, BLOCK_N keys
+    (64, 64, 4, 3),
+    (64, 128, 8, 3),
+    (128, 64, 8, 3),
+    (32, 64, 4, 2),
+    (64, 64, 8, 2),
+    (32, 128, 4, 3),
+]
+# under the interpreter: one pinned configuration each (autotune would run them all);
+# small and unequal tiles, so that the tests cross several tiles of each kind
+INTERPRETER_CONFIGS = {"fwd": (32, 16, 4, 1), "bwd": (16, 32, 4, 1)}
+
+
+def prune_configs(configs, named_args, **kwargs):
+    """Autotune's early pruning: drop tiles wider than the (power-of-two rounded) problem
+    and, at head dim >= 128, tiles of 128 x 128 or with 4 warps and BM = 128 (register
+    spills). Always keeps at least one configuration."""
+    t_key, s_key = named_args["T_KEY"], named_args["S_KEY"]
+    d = named_args.get("BLOCK_DH", 64)
+    keep = []
+    for c in configs:
+        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+        if bm > max(t_key, 16) or bn > max(s_key, 16):
+            continue
+        if d >= 128 and (bm * bn >= 128 * 128 or (bm == 128 and c.num_warps < 8)):
+            continue
+        keep.append(c)
+    if not keep:  # the smallest tile always fits
+        keep = [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+    return keep
+
+
+def _configs(kind):
+    if triton is None:  # pragma: no cover
+        return []
+    rows = FWD_CONFIGS if kind == "fwd" else BWD_CONFIGS
+    if interpreting():
+        rows = [INTERPRETER_CONFIGS[kind]]
+    elif os.environ.get("ATTNLAB_TRITON_AUTOTUNE", "1") == "0":  # GPU tests: pinned
+        rows = rows[:1]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm, bn, w, s in rows
+    ]
+
+
+_TUNE_KEY = ["T_KEY", "S_KEY", "BLOCK_DH", "BLOCK_DV", "CAUSAL", "WINDOW", "HAS_KPM"]
+
+
+if triton is not None:
+
+    @triton.jit
+    def _kv_range(m0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
+        """Key ranges for the query rows [m0, m0 + BLOCK_M): masked [lo, f_lo), unmasked
+        [f_lo, f_hi), masked [f_hi, hi); keys outside [lo, hi) are never visited. Row i
+        sees key j when j - (i + OFF) is in [-W, W] (window) and <= 0 (causal)."""
+        r0 = m0 + OFF  # first row, in key coordinates
+        r1 = tl.minimum(m0 + BLOCK_M, T) - 1 + OFF  # last row
+        lo = m0 * 0
+        hi = lo + S
+        f_lo = lo
+        f_hi = hi
+        if CAUSAL:
+            hi = tl.minimum(hi, r1 + 1)
+            f_hi = tl.minimum(f_hi, r0 + 1)  # keys every row of the block sees
+        if WINDOW:
+            lo = tl.maximum(lo, r0 - W)
+            hi = tl.minimum(hi, r1 + W + 1)
+            f_lo = tl.maximum(f_lo, r1 - W)
+            f_hi = tl.minimum(f_hi, r0 + W + 1)
+        hi = tl.maximum(hi, 0)
+        lo = (lo // BLOCK_N) * BLOCK_N
+        f_lo = ((tl.maximum(f_lo, lo) + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+        f_lo = tl.minimum(f_lo, hi)
+        f_hi = tl.maximum((tl.maximum(f_hi, 0) // BLOCK_N) * BLOCK_N, f_lo)
+        return lo, f_lo, f_hi, hi
+
+    @triton.jit
+    def _q_range(n0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
+        """Query ranges for the keys [n0, n0 + BLOCK_N), as :func:`_kv_range`."""
+        c0 = n0 - OFF  # first key, in query coordinates
+        c1 = tl.minimum(n0 + BLOCK_N, S) - 1 - OFF  # last key
+        lo = n0 * 0
+        hi = lo + T
+        f_lo = lo
+        f_hi = hi
+        if CAUSAL:
+            lo = tl.maximum(lo, c0)
+            f_lo = tl.maximum(f_lo, c1)  # rows that see every key of the block
+        if WINDOW:
+            lo = tl.maximum(lo, c0 - W)
+            hi = tl.minimum(hi, c1 + W + 1)
+            f_lo = tl.maximum(f_lo, c1 - W)
+            f_hi = tl.minimum(f_hi, c0 + W + 1)
+        hi = tl.maximum(hi, 0)
+        lo = (tl.minimum(lo, hi) // BLOCK_M) * BLOCK_M
+        f_lo = ((tl.maximum(f_lo, lo) + BLOCK_M - 1) // BLOCK_M) * BLOCK_M
+        f_lo = tl.minimum(f_lo, hi)
+        f_hi = tl.maximum((tl.maximum(f_hi, 0) // BLOCK_M) * BLOCK_M, f_lo)
+        return lo, f_lo, f_hi, hi
+
+    @triton.jit
+    def _dot(a, b, acc, DOT_FP32: tl.constexpr):
+        """acc + a @ b; exact float32 products (no TF32, no bf16 interpreter trap) when
+        DOT_FP32, else the tensor cores with a float32 accumulator."""
+        if DOT_FP32:
+            return tl.dot(
+                a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee"
+            )
+        else:
+            return tl.dot(a, b, acc)
+
+    @triton.jit
+    def _round(x, dtype: tl.constexpr, DOT_FP32: tl.constexpr):
+        """x (float32) rounded to ``dtype`` for a 16-bit matrix product (P, dS), as
+        FlashAttention-2 does on a GPU; under DOT_FP32 (float32 inputs, or the
+        interpreter) it stays float32."""
+        if DOT_FP32:
+            return x
+        else:
+            return x.to(dtype)
+
+    @triton.jit
+    def _to_store(x, dtype: tl.constexpr, INTERP_BF16: tl.constexpr):
+        """float32 -> the output dtype, rounding to nearest even. The interpreter
+        truncates float32 to bfloat16; there the rounding is done on the bits first."""
+        if INTERP_BF16:
+            bits = x.to(tl.int32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+            x = bits.to(tl.float32, bitcast=True)
+        return x.to(dtype)
+
+    @triton.jit
+    def _allowed(rows, cols, S, W, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+        """(BM, BN) mask of a tile crossed by the band's edge; rows in key coordinates."""
+        ok = cols[None, :] < S
+        if CAUSAL:
+            ok = ok & (cols[None, :] <= rows[:, None])
+        if WINDOW:
+            ok = ok & (cols[None, :] >= rows[:, None] - W)
+            ok = ok & (cols[None, :] <= rows[:, None] + W)
+        return ok
+
+    # kernel-begin
+
+
+def _window_arg(window):
+    if window is None:
+        return 0, False
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be None or an int >= 0, got {window!r}")
+    return int(window), True
+
+
+def _kpm_arg(kpm, N, S, device):
+    """key_padding_mask (N, S) bool, True = may attend -> int8 (N, S) or a dummy."""
+    if kpm is None:
+        return torch.zeros(1, dtype=torch.int8, device=device), False
+    if kpm.dtype != torch.bool or tuple(kpm.shape) != (N, S):
+        raise ValueError(f"kpm must be bool (N, S) = {(N, S)}, got {tuple(kpm.shape)}")
+    return kpm.to(device=device, dtype=torch.int8).contiguous(), True
+
+
+def _common(q3, k3, v3, scale, causal, window, offset, kpm):
+    N, T, Dh = q3.shape
+    Nk, S, Dv = k3.shape[0], k3.shape[1], v3.shape[2]
+    w, has_w = _window_arg(window)
+    kpm_t, has_kpm = _kpm_arg(kpm, N, S, q3.device)
+    meta = dict(
+        BLOCK_DH=max(16, triton.next_power_of_2(Dh)),
+        BLOCK_DV=max(16, triton.next_power_of_2(Dv)),
+        CAUSAL=bool(causal),
+        WINDOW=has_w,
+        HAS_KPM=has_kpm,
+        DOT_FP32=q3.dtype == torch.float32 or interpreting(),
+        INTERP_BF16=q3.dtype == torch.bfloat16 and interpreting(),
+    )
+    sizes = (T, S, Dh, Dv, int(offset), w, N // Nk)
+    keys = (triton.next_power_of_2(T), triton.next_power_of_2(S))
+    return kpm_t, sizes, keys, meta
