@@ -102,7 +102,7 @@ def test_gated_delta_rule_equals_qwen3_next_recurrence():
         *(t.transpose(1, 2) for t in (q, k, v, lg, beta)),
         use_qk_l2norm_in_kernel=True,
     )  # computes in float32
-    ours = attnlab.gated.gated_delta_rule(q.float(), k.float(), v.float(), beta, lg)
+    ours = attnlab.gated.gated_delta_rule(*(t.float() for t in (q, k, v, beta, lg)))
     torch.testing.assert_close(ours, ref.transpose(1, 2).float(), atol=1e-5, rtol=1e-4)
 
 

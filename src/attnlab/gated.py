@@ -155,7 +155,15 @@ def gated_delta_rule(
     sequence, float32 for 16-bit inputs; the output has the input dtype.
     """
     fn = "gated_delta_rule"
-    _check(q, k, v, torch.zeros(q.shape[:-1]) if log_gate is None else log_gate, fn)
+    _check(
+        q,
+        k,
+        v,
+        torch.zeros(q.shape[:-1], dtype=q.dtype, device=q.device)
+        if log_gate is None
+        else log_gate,
+        fn,
+    )
     _check_beta(beta, q, fn)
     dtype, Dh = q.dtype, q.shape[-1]
     if log_gate is None:
