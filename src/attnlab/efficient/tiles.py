@@ -28,6 +28,16 @@ def _check_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
             f"{fn}: q, k, v must share their leading (batch, head) dims, got "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
+    if gqa and not (
+        q.dim() == k.dim() == v.dim() >= 3
+        and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]
+        and k.shape[-3] == v.shape[-3]
+    ):
+        raise ValueError(
+            f"{fn}: q (..., H, T, Dh) and k, v (..., H_kv, S, D) must have the same rank "
+            f"and batch dims, k and v the same heads, got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     if not q.is_floating_point():
         raise TypeError(f"{fn}: q, k, v must be floating point, got {q.dtype}")
     if not (q.device == k.device == v.device):
