@@ -225,8 +225,8 @@ def _forward3(q3, k3, v3, scale, causal, window, offset, kpm, blocks=None):
     args = (q3, k3, v3, out, lse, kpm_t, scale * LOG2E, *sizes, *keys,
             *q3.stride(), *k3.stride(), *v3.stride(), *out.stride())  # fmt: skip
     if blocks is None:
-        grid = lambda m: (triton.cdiv(T, m["BLOCK_M"]), N)  # noqa: E731
-        _fwd_tuned[grid](*args, **meta)
+        tuned_grid = lambda m: (triton.cdiv(T, m["BLOCK_M"]), N)  # noqa: E731
+        _fwd_tuned[tuned_grid](*args, **meta)
     else:  # a fixed tile (bench/attention_cuda.py's tile sweep)
         bm, bn, *wst = blocks
         extra = dict(num_warps=wst[0], num_stages=wst[1]) if wst else {}
