@@ -26,6 +26,17 @@ LIMITS = {"exercise_timeout": 60, "cell_timeout": 300, "time_limit": 600}
 LOOP = 20
 
 
+def _notes(report):
+    """The report's notes but the one that says the kernels ran under the grader's uid
+    (expected where the sandbox cannot drop privileges: not root, no setpriv, or a
+    course below a folder other users cannot enter; the isolation is tested apart)."""
+    from attnlab.grade import sandbox
+
+    if sandbox.can_drop_privileges():
+        return report.notes
+    return [n for n in report.notes if "own user id" not in n]
+
+
 def _load(path: Path) -> dict:
     return json.loads(path.read_text())
 
@@ -263,7 +274,7 @@ def test_master_notebook_gets_full_marks(chapter):
         "passed" if e.check_cells else "written" for e in found
     ], report.to_text()
     assert report.passed == report.total
-    assert not report.notes, report.notes
+    assert not _notes(report), report.notes
 
 
 @pytest.mark.slow
@@ -320,7 +331,7 @@ def test_wrong_answer_crash_and_infinite_loop_each_cost_one_exercise(tmp_path):
     assert [e.status for e in report.exercises[3:]] == ["not attempted"] * (
         len(report.exercises) - 3
     )
-    assert report.passed == 0 and not report.notes, report.notes
+    assert report.passed == 0 and not _notes(report), report.notes
 
 
 @pytest.mark.slow

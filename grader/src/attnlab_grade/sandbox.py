@@ -25,10 +25,12 @@ exercise, :mod:`attnlab.grade.clean`) gets a :class:`Sandbox`:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,10 +54,41 @@ DROP = (
 
 
 def can_drop_privileges() -> bool:
-    """Root, and ``setpriv`` on PATH: kernels then run under a uid of their own."""
-    return (
+    """Root, ``setpriv`` on PATH, and a uid of no one's able to run this Python and
+    import the course: kernels then run under a uid of their own. Where the course
+    lies below a folder other users cannot enter (``mktemp -d`` makes one), the kernels
+    run under the grader's uid instead, the reports say so ("own user id"), and this
+    says why once on stderr: put the course where other users may read it (or grade in
+    the container of grader/Dockerfile) to have the isolation."""
+    if not (
         hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("setpriv"))
+    ):
+        return False
+    return _sandbox_uid_can_run_python()
+
+
+@functools.lru_cache(maxsize=1)
+def _sandbox_uid_can_run_python() -> bool:
+    uid = UID_BASE + secrets.randbelow(UID_SPAN)
+    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    probe = [sys.executable, "-c", "import attnlab"]
+    try:
+        done = subprocess.run(
+            cmd + probe, capture_output=True, text=True, timeout=120, cwd="/"
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        reason = str(err)
+    else:
+        if done.returncode == 0:
+            return True
+        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    print(
+        f"attnlab-grade: kernels run under the grader's own uid: a sandbox uid cannot "
+        f"run {sys.executable} and import attnlab ({reason}); put the course where "
+        "other users may read it, or grade in the container (grader/Dockerfile)",
+        file=sys.stderr,
     )
+    return False
 
 
 def _uid_in_use(uid: int) -> bool:

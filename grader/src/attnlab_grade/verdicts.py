@@ -217,7 +217,8 @@ def grade(  # noqa: C901
     runner = Runner(sub, path, kernel, cell_timeout, time_limit, guard, forbid)
     if runner.sandbox.uid is None:
         report.notes.append(
-            "kernels ran under the grader's own user id (not root, or no setpriv): "
+            "kernels ran under the grader's own user id (not root, no setpriv, or the course "
+            "unreadable to other users): "
             "file modes cannot protect the other submissions; grade in the container"
         )
     with sliced_zmq_polls():
