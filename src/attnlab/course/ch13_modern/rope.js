@@ -27,7 +27,8 @@ attnlabTwin.define('rope', function (t) {
     body += t.text(L + (W - L) / 2, Hh - 4, 'offset m - n (positions divided by ' + scale + ')', { 'text-anchor': 'middle', 'font-size': 12 });
     body += t.text(L - 6, Y(hi) + 4, hi.toFixed(2), { 'text-anchor': 'end', 'font-size': 11 });
     body += t.text(L - 6, Y(lo) + 4, lo.toFixed(2), { 'text-anchor': 'end', 'font-size': 11 });
-    t.plot.innerHTML = t.svg(W, Hh, body);
+    t.plot.innerHTML = t.svg(W, Hh, body, 'Score of a rotated query and key against their offset, 0 to ' +
+      maxOff + ', positions divided by ' + scale + ': ' + now.toFixed(3) + ' at offset ' + off + '.');
     t.readout('score', now, now.toFixed(4));
     t.readout('score_zero', score(0, scale), score(0, scale).toFixed(4));
     t.readout('same_offset_far', score(off, scale), 'the same at positions (' + (1000 + off) + ', 1000)');

@@ -200,7 +200,7 @@ html[data-theme=dark] .attnlab-twin{--tw-a1:#f0a060;--tw-a2:#7fb8f0;--tw-a3:#5cc
 .attnlab-twin input[type=range]{width:min(11em,100%);height:44px;margin:0;
  accent-color:var(--tw-a1);touch-action:pan-y}
 .attnlab-twin select{color:inherit;background:transparent;border:1px solid var(--tw-border);
- border-radius:4px;padding:.1em .3em;min-height:44px;max-width:100%}
+ border-radius:4px;padding:.1em .3em;min-height:44px;min-width:44px;max-width:100%}
 .attnlab-twin select option{color:#111;background:#fff}
 .attnlab-twin .twin-check{min-height:44px}
 .attnlab-twin input[type=text]{color:inherit;background:transparent;font:inherit;
