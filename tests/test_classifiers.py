@@ -11,12 +11,12 @@ from attnlab.classifiers import (
     AttentionClassifier,
     TransformerClassifier,
     accuracy_f1,
-    fit_classifier,
     masked_softmax,
     predict_proba,
 )
 from attnlab.data import rationale_task
 from attnlab.explain import attention_rollout, diagnostic_mlp, wp_adversary
+from attnlab.train import bce_loss, fit_classifier
 
 
 def _batch():
@@ -148,3 +148,28 @@ def test_wp_adversary_and_diagnostic_mlp_run_and_learn():
         diagnostic_mlp(tr, te, w_tr[:, :3], w_te)
     with pytest.raises(ValueError, match="lam"):
         wp_adversary(base, tr, lam=-1.0)
+
+
+def test_bce_loss_is_binary_cross_entropy_of_the_logits():
+    d = _batch()
+    torch.manual_seed(0)
+    m = AttentionClassifier(len(d.vocab)).eval()
+    logit = m(d.ids, d.mask)[0]
+    p = torch.sigmoid(logit.double())
+    y = d.labels.double()
+    ref = -(y * p.log() + (1 - y) * (1 - p).log()).mean()  # the float64 formula
+    got = bce_loss(m, d, torch.arange(len(d.ids)))
+    torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_the_moved_training_helpers_keep_their_old_names_deprecated():
+    import attnlab.classifiers as old
+    from attnlab import rationales, train
+
+    with pytest.warns(DeprecationWarning, match="attnlab.train.fit_classifier"):
+        assert old.fit_classifier is train.fit_classifier
+    with pytest.warns(DeprecationWarning, match="attnlab.rationales.minibatches"):
+        assert old.minibatches is rationales.minibatches
+    with pytest.raises(AttributeError):
+        old.no_such_name  # noqa: B018
+    assert "fit_classifier" not in old.__all__ and "minibatches" not in old.__all__

@@ -49,6 +49,9 @@ OVER_LIMIT: dict[str, str] = {
     "attnlab.masking": "every mask builder and the one canonicalisation of a call's "
     "masks (canonical_mask) live here by rule (one home per concept); splitting "
     "them would make two homes again",
+    "attnlab.train": "the one training loop, its schedules and metrics, and its one "
+    "driver for chapter 11's classifiers (fit_classifier: a model never imports the "
+    "loop); the checks' tripwires name attnlab.train.<fn>, so a split renames them",
     "attnlab.seq2seq": "the GRU encoder, decoder and model of chapter 1 with typed "
     "signatures and the 0.1 forward order's deprecation shim (remove the shim in 0.3 "
     "and it is under the limit)",

@@ -38,6 +38,7 @@ __all__ = [
     "RationaleData",
     "rationale_task",
     "rationale_split",
+    "minibatches",
 ]
 
 FOCUS = "overall"  # in the "focus" task the word after it decides the label
@@ -183,3 +184,16 @@ def rationale_task(
         mask[i, : len(toks)] = True
         rationale[i, rat] = True
     return RationaleData(ids, mask, torch.tensor(labels), rationale, name)
+
+
+def minibatches(
+    data: RationaleData, batch_size: int = 64, epochs: int = 1, seed: int = 0
+):
+    """``(batch, idx)`` pairs: shuffled minibatches of ``data`` and their row indices,
+    ``epochs`` passes in an order fixed by ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        perm = torch.randperm(len(data), generator=g)
+        for i in range(0, len(data), batch_size):
+            idx = perm[i : i + batch_size]
+            yield data[idx], idx
