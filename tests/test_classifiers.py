@@ -160,16 +160,3 @@ def test_bce_loss_is_binary_cross_entropy_of_the_logits():
     ref = -(y * p.log() + (1 - y) * (1 - p).log()).mean()  # the float64 formula
     got = bce_loss(m, d, torch.arange(len(d.ids)))
     torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-6)
-
-
-def test_the_moved_training_helpers_keep_their_old_names_deprecated():
-    import attnlab.classifiers as old
-    from attnlab import rationales, train
-
-    with pytest.warns(DeprecationWarning, match="attnlab.train.fit_classifier"):
-        assert old.fit_classifier is train.fit_classifier
-    with pytest.warns(DeprecationWarning, match="attnlab.rationales.minibatches"):
-        assert old.minibatches is rationales.minibatches
-    with pytest.raises(AttributeError):
-        old.no_such_name  # noqa: B018
-    assert "fit_classifier" not in old.__all__ and "minibatches" not in old.__all__

@@ -316,6 +316,7 @@ NOT_HERE = {  # reason each public tensor function has no generated example
     "bce_loss": "takes a model; tests/test_classifiers.py",
     "exact_match": "tests/test_train.py",
     "MiniLM": "needs the packaged weights; tests/test_pretrained.py",
+    "eraser_scores": "needs MiniLM's packaged weights; tests/test_pretrained_faithfulness.py",
     "is_test": "tests/test_lookup.py",
     "LookupNet": "tests/test_lookup.py",
     "gated_linear_attention_rnn": "the recurrent form of gated_linear_attention",

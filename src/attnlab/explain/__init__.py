@@ -35,10 +35,17 @@ Interventions (:mod:`attnlab.explain.interventions`), hooks on attnlab's modules
 :func:`patch_outputs` (activation patching), :func:`knockout` (attention knockout),
 :func:`logit_lens`; :func:`attention_modules` lists a model's attention modules.
 
+On a pretrained model (:class:`attnlab.pretrained.MiniLM`, chapters 10-11):
+:func:`token_attributions` (eight readings of a sentence's tokens and two deletions,
+:mod:`attnlab.explain.attribution`), and a faithfulness panel
+(:mod:`attnlab.explain.faithfulness`): :func:`eraser_scores` (ERASER's
+comprehensiveness and sufficiency), :func:`norm_rollout`, :func:`randomised_top_layer`.
+
 Shapes: B examples, L layers, H heads, T tokens, E embedding width. Masks are True on
 real tokens.
 """
 
+from .attribution import ATTRIBUTION_METHODS, token_attributions
 from .debate import (  # noqa: F401
     _check_decoder_args,
     adversarial_attention,
@@ -50,6 +57,12 @@ from .debate import (  # noqa: F401
     weight_gradient,
     wp_adversary,
     wp_adversary_loss,
+)
+from .faithfulness import (
+    STOP_WORDS,
+    eraser_scores,
+    norm_rollout,
+    randomised_top_layer,
 )
 from .importance import (  # noqa: F401
     _check_scores,
@@ -111,4 +124,10 @@ __all__ = [
     "patch_outputs",
     "knockout",
     "logit_lens",
+    "ATTRIBUTION_METHODS",
+    "token_attributions",
+    "STOP_WORDS",
+    "eraser_scores",
+    "norm_rollout",
+    "randomised_top_layer",
 ]
