@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .data import Vocab
+from .masking import masked_softmax
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 from .rationales import RationaleData
@@ -39,13 +40,6 @@ __all__ = [
     "accuracy_f1",
     "predict_proba",
 ]
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Softmax over the real positions of each row, (..., T) -> (..., T); zero on
-    padding (a row with no real position is all zeros, never NaN)."""
-    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    return w.nan_to_num(0.0)
 
 
 def _check_ids(ids, mask) -> None:

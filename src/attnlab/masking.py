@@ -12,6 +12,14 @@ is ever flipped. Only *boolean* masks differ between ``F.scaled_dot_product_atte
 (and attnlab: ``True`` = may attend) and ``nn.MultiheadAttention`` (``True`` = blocked).
 A float mask of 0/1 indicators is therefore not a mask at all (it adds 1 to some
 scores); :class:`attnlab.MultiHeadAttention` refuses one.
+
+Every mask builder of the library lives here (one home per concept): :func:`causal_mask`,
+:func:`padding_mask`, :func:`band_mask` (sliding window, causal, top-left or
+bottom-right aligned), and, outside the top-level namespace (``__all__``),
+:func:`streaming_mask` (rolling cache + sinks), :func:`position_mask` (from positions,
+chapter 13), :func:`head_pattern_mask` (previous-token and induction pairs, chapter 12),
+:func:`sparse_pattern_mask` (chapter 9's sparse patterns) and :func:`masked_softmax`.
+The modules that once built their own re-export them.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ __all__ = [
     "MaskConventionWarning",
     "derived_masks",
     "canonical_mask",
+    "band_mask",
 ]
 
 _DERIVED = contextvars.ContextVar("attnlab_derived_masks", default=False)
@@ -437,3 +446,145 @@ def canonical_mask(
     if mask is not None and mask.dtype != torch.bool and mask.dtype != dtype:
         mask = mask.to(dtype)
     return mask
+
+
+# ------------------------------------------------ bands, positions and patterns
+# Every mask builder of the library lives here (one home per concept); the modules that
+# once built their own re-export them: attnlab.efficient (band_mask), attnlab.circuits
+# (pattern_mask), attnlab.classifiers (masked_softmax), chapter 9's widgets.
+ALIGNS = ("top_left", "bottom_right")
+
+
+def check_window(window) -> None:
+    """A band's half-width: ``None`` (no band) or an int >= 0."""
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window must be an int >= 0, got {window!r}")
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+
+
+def check_align(align) -> None:
+    """Where a causal triangle or band sits when T != S: one of :data:`ALIGNS`."""
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
+
+
+def diagonal_offset(T: int, S: int, align: str) -> int:
+    """Key index on the diagonal of query 0: 0 (top-left) or S - T (bottom-right)."""
+    return 0 if align == "top_left" else S - T
+
+
+def band_mask(
+    T: int,
+    S: int,
+    window: int | None = None,
+    is_causal: bool = False,
+    device=None,
+    align: str = "top_left",
+) -> torch.Tensor:
+    """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
+    if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
+    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
+    check_window(window)
+    check_align(align)
+    i = torch.arange(T, device=device)[:, None] + diagonal_offset(T, S, align)  # (T, 1)
+    j = torch.arange(S, device=device)[None, :]  # (1, S)
+    allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
+    if window is not None:
+        allowed &= (i - j).abs() <= window
+    if is_causal:
+        allowed &= j <= i
+    return allowed
+
+
+def position_mask(
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    *,
+    causal: bool,
+    window: int | None,
+) -> torch.Tensor | None:
+    """Boolean (T, S) mask from positions: causal, and ``i - j < window``."""
+    if not causal and window is None:
+        return None
+    diff = q_pos[:, None] - k_pos[None, :]  # (T, S)
+    ok = diff >= 0 if causal else torch.ones_like(diff, dtype=torch.bool)
+    if window is not None:
+        ok = ok & (diff < window) & (diff > -window)
+    return ok
+
+
+def head_pattern_mask(ids: torch.Tensor, kind: str) -> torch.Tensor:
+    """(B, T, T) bool: the query-key pairs a head of ``kind`` would attend to.
+
+    ``"previous"``: key ``i - 1`` for every query ``i >= 1``. ``"induction"``: key
+    ``j + 1`` for every earlier ``j < i`` holding the same token as query ``i`` (the
+    token after the previous occurrence), with ``j + 1 <= i``.
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise ValueError(f"ids must be (B, T), got {getattr(ids, 'shape', type(ids))}")
+    B, T = ids.shape
+    if kind == "previous":
+        m = torch.zeros(T, T, dtype=torch.bool)
+        m[torch.arange(1, T), torch.arange(T - 1)] = True  # (i, i - 1)
+        return m.expand(B, T, T).clone()
+    if kind == "induction":
+        same = ids[:, :, None] == ids[:, None, :]  # (B, T, T): token i == token j
+        same &= torch.ones(T, T, dtype=torch.bool).tril(-1)  # j < i only
+        m = torch.zeros(B, T, T, dtype=torch.bool)
+        m[:, :, 1:] = same[:, :, :-1]  # pair (i, j) -> (i, j + 1)
+        return m & torch.ones(T, T, dtype=torch.bool).tril()  # j + 1 <= i
+    raise ValueError(f"kind must be 'previous' or 'induction', got {kind!r}")
+
+
+PATTERNS = ["full", "causal", "window", "dilated", "global+local", "strided"]
+
+
+def sparse_pattern_mask(
+    pattern: str,
+    n: int,
+    window: int = 4,
+    dilation: int = 2,
+    n_global: int = 2,
+    causal: bool = False,
+) -> torch.Tensor:
+    """(n, n) boolean mask of ``pattern``; ``window`` keys on each side (times
+    ``dilation`` apart for "dilated"); ``n_global`` first tokens attend and are
+    attended everywhere for "global+local"; ``causal`` also forbids j > i."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+    if window < 0 or dilation < 1 or n_global < 0:
+        raise ValueError(
+            f"need window >= 0, dilation >= 1, n_global >= 0, got {window}, "
+            f"{dilation}, {n_global}"
+        )
+    i = torch.arange(n)[:, None]  # (n, 1)
+    j = torch.arange(n)[None, :]  # (1, n)
+    d = i - j  # (n, n)
+    if pattern in ("full", "causal"):
+        mask = torch.ones(n, n, dtype=torch.bool)
+    elif pattern == "window":
+        mask = d.abs() <= window
+    elif pattern == "strided":  # local heads + strided heads, merged in one mask
+        if window < 1:
+            raise ValueError(
+                f"the strided pattern needs window (the stride) >= 1, got {window}"
+            )
+        mask = (d.abs() < window) | (d % window == 0)
+    elif pattern == "dilated":
+        mask = (d.abs() <= window * dilation) & (d % dilation == 0)
+    else:  # global + local
+        glob = (i < n_global) | (j < n_global)
+        mask = (d.abs() <= window) | glob
+    if causal or pattern == "causal":
+        mask = mask & (j <= i)
+    return mask
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the real positions of each row, (..., T) -> (..., T); zero on
+    padding (a row with no real position is all zeros, never NaN)."""
+    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return w.nan_to_num(0.0)

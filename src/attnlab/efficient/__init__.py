@@ -45,6 +45,7 @@ or a chunked prefill against a cache of ``S - T`` earlier keys needs. The slidin
 window's band follows the same diagonal.
 """
 
+from ..masking import ALIGNS, band_mask  # their home: attnlab.masking
 from .flash import (  # noqa: F401
     _acc_dtype,
     _blocks,
@@ -64,16 +65,11 @@ from .linear import (  # noqa: F401
     linear_attention,
 )
 from .tiles import (  # noqa: F401
-    ALIGNS,
     BLOCK_K,
     BLOCK_Q,
     LOG2E,
-    _check_align,
     _check_qkv,
-    _check_window,
-    _offset,
     _tile_mask,
-    band_mask,
     tile_plan,
 )
 

@@ -10,14 +10,12 @@ import math
 import torch
 
 from .. import validation as V
+from ..masking import check_align, check_window, diagonal_offset
 from .tiles import (
     BLOCK_K,
     BLOCK_Q,
     LOG2E,
-    _check_align,
     _check_qkv,
-    _check_window,
-    _offset,
     _tile_mask,
 )
 
@@ -227,7 +225,7 @@ def _tiled(
     q, k, v, scale, causal, window, block_size, align="top_left", key_padding_mask=None
 ):
     lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
-    _check_align(align)
+    check_align(align)
     fn = "flash_attention" if window is None else "sliding_window_attention"
     scale = V.real(scale, "scale", fn, optional=True)  # NaN/inf/str refused
     causal = V.flag(causal, "is_causal", fn)
@@ -248,7 +246,14 @@ def _tiled(
         k3 = k.reshape(N // group, S, Dh).contiguous()  # (N / G, S, Dh)
         v3 = v.reshape(N // group, S, Dv).contiguous()  # (N / G, S, Dv)
         out = _TritonFlash.apply(
-            q3, k3, v3, float(scale), bool(causal), window, _offset(T, S, align), kpm
+            q3,
+            k3,
+            v3,
+            float(scale),
+            bool(causal),
+            window,
+            diagonal_offset(T, S, align),
+            kpm,
         )
         return out.reshape(*lead, T, Dv)  # (..., T, Dv)
     if group > 1:  # the readable torch loop repeats the shared heads
@@ -266,7 +271,7 @@ def _tiled(
         window,
         bq,
         bk,
-        _offset(T, S, align),
+        diagonal_offset(T, S, align),
         kpm,
     )
     return out.reshape(*lead, T, Dv)  # (..., T, Dv)
@@ -356,7 +361,7 @@ def sliding_window_attention(
             block_size=block_size,
             align=align,
         )
-    _check_window(window)
+    check_window(window)
     if block_size is None:
         block_size = min(BLOCK_Q, max(32, window))
     return _tiled(q, k, v, scale, is_causal, window, block_size, align)

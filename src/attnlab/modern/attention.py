@@ -16,6 +16,7 @@ import math
 import torch
 from torch import nn
 
+from ..masking import position_mask
 from .rope import RoPE, alibi_bias
 
 __all__ = ["Attention", "Cache", "RMSNorm", "attend"]
@@ -118,23 +119,6 @@ def _positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"Attention: {name} must be a positive int, got {value!r}")
     return value
-
-
-def layer_mask(
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor,
-    *,
-    causal: bool,
-    window: int | None,
-) -> torch.Tensor | None:
-    """Boolean (T, S) mask from positions: causal, and ``i - j < window``."""
-    if not causal and window is None:
-        return None
-    diff = q_pos[:, None] - k_pos[None, :]  # (T, S)
-    ok = diff >= 0 if causal else torch.ones_like(diff, dtype=torch.bool)
-    if window is not None:
-        ok = ok & (diff < window) & (diff > -window)
-    return ok
 
 
 def _merge(mask: torch.Tensor | None, attn_mask, T: int, S: int):
@@ -301,7 +285,7 @@ class Attention(nn.Module):
         k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
         v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
         q_pos = pos
-        mask = layer_mask(q_pos, k_pos, causal=self.causal, window=self.window)
+        mask = position_mask(q_pos, k_pos, causal=self.causal, window=self.window)
         mask = _merge(mask, attn_mask, T, S)
         if self.record_max_logit:  # for chapter 13's stability sweep
             raw = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..masking import position_mask
 from .attention import (
     Cache,
     RMSNorm,
@@ -26,7 +27,6 @@ from .attention import (
     _positions,
     _positive_int,
     attend,
-    layer_mask,
 )
 from .rope import RoPE
 
@@ -158,7 +158,7 @@ class LatentAttention(nn.Module):
             c, k_r, k_pos = cache.append(c, k_r, pos)  # (B, S, dc), (B, S, dr), (S,)
         S = c.shape[-2]
         mask = _merge(
-            layer_mask(pos, k_pos, causal=self.causal, window=None), attn_mask, T, S
+            position_mask(pos, k_pos, causal=self.causal, window=None), attn_mask, T, S
         )
         w = self.kv_up.weight.view(H, dn + dv, dc)  # (H, dn+dv, dc)
         w_uk, w_uv = w[:, :dn], w[:, dn:]  # (H, dn, dc), (H, dv, dc)
