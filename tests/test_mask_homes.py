@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -79,6 +80,26 @@ def test_streaming_mask_is_its_rule(T, window, n_sink):
     assert torch.equal(masking.streaming_mask(T, window, n_sink), ref)
 
 
+def test_streaming_mask_takes_a_device_and_checks_its_sizes():
+    assert masking.streaming_mask(4, 2, device="meta").device.type == "meta"
+    assert torch.equal(
+        masking.streaming_mask(np.int64(5), 2), masking.streaming_mask(5, 2)
+    )
+    with pytest.raises(TypeError, match="window"):
+        masking.streaming_mask(5, "2")
+    with pytest.raises(ValueError, match="window"):
+        masking.streaming_mask(5, 0)
+
+
+def test_the_kv_cache_mask_is_band_mask_bottom_right():
+    """The cached decoder's mask (once written inline): new queries past .. past + t - 1
+    over keys 0 .. past + t - 1, each sees its own position and before."""
+    for past, t in [(0, 3), (4, 1), (2, 5)]:
+        ref = _loop(t, past + t, lambda i, j, p=past: j <= p + i)
+        got = masking.band_mask(t, past + t, is_causal=True, align="bottom_right")
+        assert torch.equal(got, ref)
+
+
 def test_position_mask_is_its_rule():
     q_pos, k_pos = torch.tensor([3, 4, 5]), torch.arange(6)
     for causal, window in itertools.product([False, True], [None, 2]):
@@ -129,6 +150,16 @@ def test_sparse_pattern_mask_is_its_rule():
                 n, n, lambda i, j, r=rule, c=causal: r(i, j) and (not c or j <= i)
             )
             assert torch.equal(got, ref), (name, causal)
+
+
+def test_masked_softmax_keeps_nan_in_nan_out_at_real_positions():
+    """No ``nan_to_num`` hiding a NaN input: a dead row is zeros by construction, a NaN
+    score at a real position gives NaN (as torch.softmax), one at padding is masked."""
+    s = torch.tensor([[float("nan"), 1.0], [0.0, float("nan")], [1.0, 2.0]])
+    m = torch.tensor([[True, True], [True, False], [False, False]])
+    w = masking.masked_softmax(s, m)
+    assert w[0].isnan().all()
+    torch.testing.assert_close(w[1:], torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
 
 
 def test_masked_softmax_is_softmax_over_the_real_positions():

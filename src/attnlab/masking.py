@@ -93,16 +93,18 @@ def causal_mask(
     return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
 
 
-def streaming_mask(T: int, window: int, n_sink: int = 0) -> torch.Tensor:
+def streaming_mask(
+    T: int, window: int, n_sink: int = 0, device: torch.device | str | None = None
+) -> torch.Tensor:
     """(T, T) bool, True = may attend: causal, keys among the last ``window`` positions
     (the query's own included) or among the first ``n_sink`` (a decoder with a rolling
-    cache and attention sinks). Re-exported by :mod:`attnlab.serving`, its 0.1 home;
-    not in the top-level namespace."""
-    for name, val, low in (("T", T, 0), ("window", window, 1), ("n_sink", n_sink, 0)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
-    i = torch.arange(T)[:, None]  # (T, 1)
-    j = torch.arange(T)[None, :]  # (1, T)
+    cache and attention sinks), on ``device``. Re-exported by :mod:`attnlab.serving`,
+    its 0.1 home; not in the top-level namespace."""
+    T = V.integer(T, "T", "streaming_mask", low=0)
+    window = V.integer(window, "window", "streaming_mask", low=1)
+    n_sink = V.integer(n_sink, "n_sink", "streaming_mask", low=0)
+    i = torch.arange(T, device=device)[:, None]  # (T, 1)
+    j = torch.arange(T, device=device)[None, :]  # (1, T)
     return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
 
 
@@ -585,6 +587,7 @@ def sparse_pattern_mask(
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Softmax over the real positions of each row, (..., T) -> (..., T); zero on
-    padding (a row with no real position is all zeros, never NaN)."""
-    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    return w.nan_to_num(0.0)
+    padding. A row with no real position is all zeros by construction (``torch.where``),
+    never NaN; a NaN score at a real position stays NaN (NaN in, NaN out, as PyTorch)."""
+    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (..., T)
+    return torch.where(mask.any(-1, keepdim=True), w, torch.zeros_like(w))

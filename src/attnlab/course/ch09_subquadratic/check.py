@@ -30,8 +30,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                                 "attnlab.efficient.linear_attention"),
     "receptive_field_after": ("attnlab.course.ch09_subquadratic.widgets.receptive_field",),
     "kv_cache_bytes": (),
-    "streaming_mask": ("attnlab.serving.streaming_mask",
-                       "attnlab.course.ch09_subquadratic.widgets.pattern_mask"),
+    "streaming_mask": ("attnlab.masking.streaming_mask",
+                       "attnlab.masking.sparse_pattern_mask"),
 }  # fmt: skip
 
 
@@ -70,7 +70,8 @@ def causal_linear_attention(fn):
 
 def receptive_field_after(fn):
     """Check ``fn(mask, layers) -> (n,)`` long tensor of counts."""
-    from .widgets import pattern_mask, receptive_field
+    from ...masking import sparse_pattern_mask as pattern_mask
+    from .widgets import receptive_field
 
     cases = []
     specs = [
