@@ -251,7 +251,9 @@ def test_every_name_exported_in_0_1_is_still_importable():
     old_top = ["noam_lr", "noam_scheduler", "token_loss", "MultiHeadAttention"]
     for name in old_top:
         assert hasattr(attnlab, name)
-    from attnlab.transformer import _capture_weights  # noqa: F401  (0.1 name)
+    with pytest.warns(DeprecationWarning, match="capture_attention"):
+        from attnlab.transformer import _capture_weights  # the 0.1 name
+    assert _capture_weights is attnlab.transformer.capture_attention
 
     assert attnlab.__version__ == "0.2.0"
     for name in attnlab.__all__:

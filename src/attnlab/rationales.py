@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .vocab import Vocab, _length_range
+from .vocab import Vocab, length_range
 
 __all__ = [
     "FOCUS",
@@ -160,7 +160,7 @@ def rationale_task(
         )
     if split not in _SPLITS:
         raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-    lo, hi = _length_range(lengths)
+    lo, hi = length_range(lengths)
     if lo < 5:
         raise ValueError(f"need lengths >= 5, got {lengths}")
     if not isinstance(n, int) or n < 1:

@@ -47,20 +47,10 @@ window's band follows the same diagonal.
 
 from ..masking import ALIGNS, band_mask  # their home: attnlab.masking
 from .flash import (  # noqa: F401
-    _acc_dtype,
-    _blocks,
-    _flash_backward,
-    _flash_forward,
-    _FlashAttention,
-    _group,
-    _padding_mask,
-    _tiled,
-    _triton_usable,
     flash_attention,
     sliding_window_attention,
 )
 from .linear import (  # noqa: F401
-    _guard,
     elu_feature_map,
     linear_attention,
 )
@@ -68,8 +58,6 @@ from .tiles import (  # noqa: F401
     BLOCK_K,
     BLOCK_Q,
     LOG2E,
-    _check_qkv,
-    _tile_mask,
     tile_plan,
 )
 

@@ -15,8 +15,8 @@ from .tiles import (
     BLOCK_K,
     BLOCK_Q,
     LOG2E,
-    _check_qkv,
-    _tile_mask,
+    check_tiled_qkv,
+    tile_mask,
 )
 
 
@@ -51,7 +51,7 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k, offset=0,
         acc = q.new_zeros(N, i1 - i0, Dv, dtype=f)  # unnormalised output  (N, Bq, Dv)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
-            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
+            mask = tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
             if isinstance(mask, str):
                 continue  # the whole tile is masked: never computed
             s = tile[:, : i1 - i0, : j1 - j0]  # (N, Bq, Bk)
@@ -96,7 +96,7 @@ def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, blo
         delta = (doi * out[:, i0:i1].to(f)).sum(-1)  # D_i = dO_i . O_i      (N, Bq)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
-            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
+            mask = tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
             if isinstance(mask, str):
                 continue
             kj, vj = k[:, j0:j1].to(f), v[:, j0:j1].to(f)  # (N, Bk, Dh), (N, Bk, Dv)
@@ -239,13 +239,13 @@ def _tiled(
     if T == 0 or S == 0:  # nothing to tile: (T, 0) @ (0, Dv) is zeros, differentiable
         return (q @ k.transpose(-2, -1)) @ v  # (..., T, Dv), 0 elements or zeros
     if _triton_usable(q):  # CUDA: the Triton kernels, forward and backward
-        from ..kernels.triton_flash import _TritonFlash
+        from ..kernels.triton_flash import TritonFlash
 
         N = math.prod(lead)
         q3 = q.reshape(N, T, Dh).contiguous()  # (N, T, Dh), N = B * H
         k3 = k.reshape(N // group, S, Dh).contiguous()  # (N / G, S, Dh)
         v3 = v.reshape(N // group, S, Dv).contiguous()  # (N / G, S, Dv)
-        out = _TritonFlash.apply(
+        out = TritonFlash.apply(
             q3,
             k3,
             v3,
@@ -315,7 +315,7 @@ def flash_attention(
     -------
     out : (..., T, Dv), equal to :func:`torch.nn.functional.scaled_dot_product_attention`
     """
-    _check_qkv(q, k, v, "flash_attention", gqa=True)
+    check_tiled_qkv(q, k, v, "flash_attention", gqa=True)
     return _tiled(q, k, v, scale, is_causal, None, block_size, align, key_padding_mask)
 
 
@@ -350,7 +350,7 @@ def sliding_window_attention(
         means no band (full attention, as ``band_mask`` reads it)
     block_size : default ``min(256, max(32, window))`` rows and columns per tile
     """
-    _check_qkv(q, k, v, "sliding_window_attention", gqa=True)
+    check_tiled_qkv(q, k, v, "sliding_window_attention", gqa=True)
     if window is None:  # no band at all, as band_mask(T, S, None): full attention
         return flash_attention(
             q,

@@ -19,7 +19,7 @@ LOG2E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * LOG2E)
 
 
 # ----------------------------------------------------------------------------- checks
-def _check_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
+def check_tiled_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
     """As every attention function; ``gqa``: k, v may have fewer heads (checked by the
     caller)."""
     check_qkv(q, k, v, fn)  # types, Dh, S, dtype: as every attention function
@@ -47,7 +47,7 @@ def _check_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
 
 
 # ------------------------------------------------------------------- tiles and masks
-def _tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
+def tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
     """Which entries of the tile rows [i0, i1) x columns [j0, j1) may attend.
 
     ``offset`` shifts the diagonal: query ``i`` is aligned with key ``i + offset``.
@@ -89,7 +89,7 @@ def tile_plan(
     for i0 in range(0, T, block_q):
         row = []
         for j0 in range(0, S, block_k):
-            m = _tile_mask(
+            m = tile_mask(
                 i0,
                 min(i0 + block_q, T),
                 j0,

@@ -47,7 +47,6 @@ real tokens.
 
 from .attribution import ATTRIBUTION_METHODS, token_attributions
 from .debate import (  # noqa: F401
-    _check_decoder_args,
     adversarial_attention,
     deception_penalty,
     deceptive_loss,
@@ -65,11 +64,6 @@ from .faithfulness import (
     randomised_top_layer,
 )
 from .importance import (  # noqa: F401
-    _check_scores,
-    _nan_rows,
-    _no_nan,
-    _rankings,
-    _ranks,
     gradient_importance,
     jsd,
     kendall_tau,
@@ -88,8 +82,6 @@ from .interventions import (  # noqa: F401
     patch_outputs,
 )
 from .rollout import (  # noqa: F401
-    _flow_graph,
-    _weight,
     attention_flow,
     attention_rollout,
     residual_attention,

@@ -23,10 +23,10 @@ from ..masking import position_mask
 from .attention import (
     Cache,
     RMSNorm,
-    _merge,
-    _positions,
-    _positive_int,
     attend,
+    merge_attn_mask,
+    position_ids_of,
+    positive_int,
 )
 from .rope import RoPE
 
@@ -73,14 +73,14 @@ class LatentAttention(nn.Module):
         norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
-        D = _positive_int(embed_dim, "embed_dim")
-        H = _positive_int(num_heads, "num_heads")
-        dc = _positive_int(kv_rank, "kv_rank")
+        D = positive_int(embed_dim, "embed_dim")
+        H = positive_int(num_heads, "num_heads")
+        dc = positive_int(kv_rank, "kv_rank")
         dn, dr = (
-            _positive_int(nope_dim, "nope_dim"),
-            _positive_int(rope_dim, "rope_dim"),
+            positive_int(nope_dim, "nope_dim"),
+            positive_int(rope_dim, "rope_dim"),
         )
-        dv = _positive_int(v_dim, "v_dim")
+        dv = positive_int(v_dim, "v_dim")
         if dr % 2:
             raise ValueError(f"LatentAttention: rope_dim must be even, got {dr}")
         rope = RoPE() if rope is None else rope
@@ -97,7 +97,7 @@ class LatentAttention(nn.Module):
         if q_rank is None:
             self.q_proj: nn.Module = nn.Linear(D, H * (dn + dr), bias=False)
         else:
-            dq = _positive_int(q_rank, "q_rank")
+            dq = positive_int(q_rank, "q_rank")
             self.q_proj = nn.Sequential(
                 nn.Linear(D, dq, bias=False),
                 RMSNorm(dq, norm_eps),
@@ -146,7 +146,7 @@ class LatentAttention(nn.Module):
             self.v_dim,
         )
         past = 0 if cache is None else cache.length
-        pos = _positions(position_ids, past, B, T, x.device)  # (T,)
+        pos = position_ids_of(position_ids, past, B, T, x.device)  # (T,)
         q = self.q_proj(x).view(B, T, H, dn + dr).transpose(1, 2)  # (B, H, T, dn+dr)
         q_n, q_r = q[..., :dn], self.rope(q[..., dn:], pos)  # (B, H, T, dn), (.., dr)
         ckr = self.kv_down(x)  # (B, T, dc + dr)
@@ -157,7 +157,7 @@ class LatentAttention(nn.Module):
         if cache is not None:
             c, k_r, k_pos = cache.append(c, k_r, pos)  # (B, S, dc), (B, S, dr), (S,)
         S = c.shape[-2]
-        mask = _merge(
+        mask = merge_attn_mask(
             position_mask(pos, k_pos, causal=self.causal, window=None), attn_mask, T, S
         )
         w = self.kv_up.weight.view(H, dn + dv, dc)  # (H, dn+dv, dc)

@@ -19,8 +19,8 @@ from .stacks import (
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
-    _check_ids,
     capture_attention,
+    check_ids,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class Seq2SeqTransformer(nn.Module):
         (without lengths) the ids that are not ``cfg.pad_id``. An empty source (length
         0) is attended by no query: its cross-attention contributes zeros, no NaN.
         """
-        _check_ids(src, "src", self.config.src_vocab, "(B, S)")
+        check_ids(src, "src", self.config.src_vocab, "(B, S)")
         if src_lengths is None:
             mask = src != self.config.pad_id  # (B, S)
         else:
@@ -126,7 +126,7 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: torch.Tensor,
         src_lengths: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        _check_ids(tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)")
+        check_ids(tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)")
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
@@ -244,7 +244,7 @@ class TransformerLM(nn.Module):
         return self.config
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        _check_ids(ids, "ids", self.config.tgt_vocab, "(B, T)")
+        check_ids(ids, "ids", self.config.tgt_vocab, "(B, T)")
         B, T = ids.shape
         return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
 

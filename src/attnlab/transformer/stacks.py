@@ -196,7 +196,7 @@ def capture_attention(
             h.remove()
 
 
-def _check_ids(ids, name: str, vocab: int, shape: str) -> None:
+def check_ids(ids, name: str, vocab: int, shape: str) -> None:
     """Token ids: a 2-D integer tensor with every id in ``[0, vocab)``."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(
@@ -214,6 +214,3 @@ def _check_ids(ids, name: str, vocab: int, shape: str) -> None:
             f"{name} must be in [0, {vocab}) (the vocabulary size), got ids from "
             f"{int(ids.min())} to {int(ids.max())}"
         )
-
-
-_capture_weights = capture_attention  # the 0.1 name (deprecated)

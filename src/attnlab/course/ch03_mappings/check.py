@@ -36,7 +36,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tail_mass": (),  # one topk: nothing in the library to call
     # the library's forward passes carry its backward: autograd through them is it
     "entmax_vjp": _MAPPINGS
-    + ("attnlab.mappings.softmax", "attnlab.mappings._jvp_simplex"),
+    + ("attnlab.mappings.softmax", "attnlab.mappings.basic.jvp_simplex"),
 }
 
 _INF = float("-inf")
