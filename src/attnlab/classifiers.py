@@ -115,9 +115,8 @@ class AttentionClassifier(nn.Module):
         if self.attention_kind == "uniform":
             m = mask.to(h.dtype)
             return m / m.sum(1, keepdim=True).clamp_min(1)  # (B, T)
-        scores = self.v_att(torch.tanh(self.w_att(h))).squeeze(
-            -1
-        )  # (B, T, D) -> (B, T)
+        # (B, T, D) -> (B, T)
+        scores = self.v_att(torch.tanh(self.w_att(h))).squeeze(-1)
         return masked_softmax(scores, mask)
 
     def decode(self, h: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -220,9 +219,8 @@ class TransformerClassifier(nn.Module):
         ) as got:
             for layer in self.layers:
                 x = layer(x, src_key_padding_mask=keys)  # (B, T+1, D)
-        return self.out(self.norm(x[:, 0])).squeeze(-1), got[
-            "self"
-        ]  # (B,), L x (B,H,T+1,T+1)
+        # (B,), L x (B,H,T+1,T+1)
+        return self.out(self.norm(x[:, 0])).squeeze(-1), got["self"]
 
 
 @torch.no_grad()

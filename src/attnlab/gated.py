@@ -105,9 +105,8 @@ def gated_linear_attention(
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
     decay = decay.masked_fill(~causal, -torch.inf).exp()  # (..., T, T), 0 above
     a = (fq @ fk.transpose(-2, -1)) * decay  # (..., T, T) unnormalised weights
-    return ((a @ v) / safe_denominator(a.sum(-1, keepdim=True))).to(
-        dtype
-    )  # (..., T, Dv)
+    # (..., T, Dv)
+    return ((a @ v) / safe_denominator(a.sum(-1, keepdim=True))).to(dtype)
 
 
 def gated_linear_attention_rnn(

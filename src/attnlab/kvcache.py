@@ -104,9 +104,8 @@ def _forward_cached(lm, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
             return _cached_self_attention(layer.self_attn, h, cache, n, past)
 
         x = layer.residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
-        x = layer.residual(
-            x, layer.norm2, layer.dropout2, layer.feed_forward
-        )  # (B, t, D)
+        # (B, t, D)
+        x = layer.residual(x, layer.norm2, layer.dropout2, layer.feed_forward)
     return lm.out(lm.blocks.norm(x))  # (B, t, V)
 
 

@@ -61,9 +61,8 @@ def linear_attention(
     f = torch.promote_types(q.dtype, torch.float32)  # float32 for 16-bit inputs
     if not is_causal:
         fq, fk = elu_feature_map(q.to(f)), elu_feature_map(k.to(f))  # (..., T/S, Dh)
-        kv = fk.transpose(-2, -1) @ v.to(
-            f
-        )  # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
+        # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
+        kv = fk.transpose(-2, -1) @ v.to(f)
         z = fk.sum(-2)  # (..., Dh)
         num = fq @ kv  # (..., T, Dh) @ (..., Dh, Dv) -> (..., T, Dv)
         den = (fq * z[..., None, :]).sum(-1, keepdim=True)  # (..., T, 1)
@@ -73,9 +72,8 @@ def linear_attention(
         return v.new_zeros(*q.shape[:-1], v.shape[-1]) + 0 * v.sum()  # (..., 0, Dv)
     # the running sums live in float32 for 16-bit inputs: in bfloat16 the increments of
     # z fall below its spacing after a few thousand keys
-    state = q.new_zeros(
-        *k.shape[:-2], k.shape[-1], v.shape[-1], dtype=f
-    )  # (..., Dh, Dv)
+    # (..., Dh, Dv)
+    state = q.new_zeros(*k.shape[:-2], k.shape[-1], v.shape[-1], dtype=f)
     z = q.new_zeros(*k.shape[:-2], 1, k.shape[-1], dtype=f)  # (..., 1, Dh)
     outs = []
     for c0 in range(0, T, chunk):

@@ -11,9 +11,8 @@ import torch
 from ..attention import check_qkv
 from ..masking import check_align, diagonal_offset
 
-BLOCK_Q = (
-    256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
-)
+# rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+BLOCK_Q = 256
 BLOCK_K = 256  # columns of keys per tile
 LOG2E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * LOG2E)
 

@@ -15,9 +15,15 @@ __all__ = ["ATTRIBUTION_METHODS", "token_attributions"]
 
 # ------------------------------------------------------------- attention vs attribution
 ATTRIBUTION_METHODS = (
-    "raw", "raw [CLS]", "rollout", "rollout [CLS]", "flow", "flow [CLS]",
-    "value norm", "gradient x input",
-)  # fmt: skip
+    "raw",
+    "raw [CLS]",
+    "rollout",
+    "rollout [CLS]",
+    "flow",
+    "flow [CLS]",
+    "value norm",
+    "gradient x input",
+)
 
 
 def _jvp_tokens(model: MiniLM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -95,11 +101,15 @@ def token_attributions(model: MiniLM, text: str) -> dict:
     x = model.embed(ids, mask=mask)  # (1, T, D): the input of the first layer
     words = slice(1, ids.shape[1] - 1)
     out = {
-        "raw": raw.mean(0), "raw [CLS]": raw[0],
-        "rollout": roll.mean(0), "rollout [CLS]": roll[0],
-        "flow": flow.mean(0), "flow [CLS]": flow[0],
-        "value norm": vnorm[0].mean(0), "gradient x input": _jvp_tokens(model, x, mask),
-    }  # fmt: skip
+        "raw": raw.mean(0),
+        "raw [CLS]": raw[0],
+        "rollout": roll.mean(0),
+        "rollout [CLS]": roll[0],
+        "flow": flow.mean(0),
+        "flow [CLS]": flow[0],
+        "value norm": vnorm[0].mean(0),
+        "gradient x input": _jvp_tokens(model, x, mask),
+    }
     out = {k: v[words].detach().double() for k, v in out.items()}
     tok = model.tokenizer.token_to_id("[MASK]")
     out["deletion"] = _deletion(model, ids, mask, None).double()

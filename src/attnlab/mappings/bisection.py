@@ -170,9 +170,8 @@ def normmax_bisect(
     if n_iter is None:
         n_iter = 60 if xf.dtype == torch.float64 else 32
     a = alpha.to(xf.dtype)
-    z, live = shift_scores(
-        xf, dim, "normmax_bisect", floor=None
-    )  # max of each row is 0
+    # max of each row is 0
+    z, live = shift_scores(xf, dim, "normmax_bisect", floor=None)
     ad = a.detach().expand_as(z.narrow(dim, 0, 1))
     tau = NormmaxTau.apply(z, ad, dim, n_iter)  # (..., 1, ...), differentiable in z
     u = z - tau

@@ -166,14 +166,12 @@ class LatentAttention(nn.Module):
             q_lat = q_n @ w_uk  # (B, H, T, dn) @ (H, dn, dc) -> (B, H, T, dc)
             q_cat = torch.cat((q_lat, q_r), -1)  # (B, H, T, dc + dr)
             kv = torch.cat((c, k_r), -1)[:, None]  # (B, 1, S, dc + dr): one shared head
-            o_lat, weights = attend(
-                q_cat, kv, c[:, None], mask, scale=self.scale
-            )  # (B, H, T, dc), (B, H, T, S)
+            # (B, H, T, dc), (B, H, T, S)
+            o_lat, weights = attend(q_cat, kv, c[:, None], mask, scale=self.scale)
             out = o_lat @ w_uv.transpose(-2, -1)  # (B, H, T, dc) @ (H, dc, dv)
         else:
-            kv = (
-                self.kv_up(c).view(B, S, H, dn + dv).transpose(1, 2)
-            )  # (B, H, S, dn+dv)
+            # (B, H, S, dn+dv)
+            kv = self.kv_up(c).view(B, S, H, dn + dv).transpose(1, 2)
             k = torch.cat((kv[..., :dn], k_r[:, None].expand(B, H, S, dr)), -1)
             v = kv[..., dn:]  # (B, H, S, dv)
             q_cat = torch.cat((q_n, q_r), -1)  # (B, H, T, dn + dr)

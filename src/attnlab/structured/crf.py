@@ -137,9 +137,8 @@ def enumerate_linear_chain(
             f"enumerate_linear_chain: C^n = {C}^{n} labellings is too many"
         )
     grids = torch.meshgrid(*[torch.arange(C)] * n, indexing="ij")
-    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(
-        unary.device
-    )  # (K, n)
+    # (K, n)
+    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(unary.device)
     pos = torch.arange(n, device=unary.device)
     score = unary[:, pos, configs].sum(-1)  # (B, K, n) -> (B, K)
     if n > 1:

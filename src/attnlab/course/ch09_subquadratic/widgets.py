@@ -19,8 +19,13 @@ import torch
 from ...masking import PATTERNS
 from ...masking import sparse_pattern_mask as pattern_mask
 
-__all__ = ["PATTERNS", "pattern_mask", "receptive_field", "attention_pattern",
-           "attention_pattern_widget"]  # fmt: skip
+__all__ = [
+    "PATTERNS",
+    "pattern_mask",
+    "receptive_field",
+    "attention_pattern",
+    "attention_pattern_widget",
+]
 
 
 def receptive_field(mask: torch.Tensor, layers: int) -> torch.Tensor:
@@ -51,8 +56,13 @@ def attention_pattern(
     mask = pattern_mask(pattern, n, window, dilation, n_global, causal)
     rf = receptive_field(mask, layers)
     cost = int(mask.sum())
-    out = {"mask": mask, "pairs": cost, "fraction": cost / n**2,
-           "receptive_field_last": int(rf[-1]), "receptive_field": rf}  # fmt: skip
+    out = {
+        "mask": mask,
+        "pairs": cost,
+        "fraction": cost / n**2,
+        "receptive_field_last": int(rf[-1]),
+        "receptive_field": rf,
+    }
     n_steps = (mask | torch.eye(n, dtype=torch.bool)).float()
     reach = torch.zeros(n)
     reach[-1] = 1
