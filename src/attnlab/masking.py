@@ -29,6 +29,8 @@ import contextvars
 import math
 import numbers
 import operator
+import os
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -285,6 +287,26 @@ class MaskConventionWarning(UserWarning):
     """A mask that looks as if it was written for ``nn.MultiheadAttention``."""
 
 
+_INTERNAL = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,  # attnlab
+    os.path.dirname(os.path.abspath(torch.__file__))
+    + os.sep,  # torch (Module.__call__)
+)
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the function calling this one
+    point at the first frame outside attnlab and torch: the reader's own line, however
+    deep the call came (a layer inside a model inside ``nn.Module.__call__``). A fixed
+    number would land in torch's ``module.py`` (``skip_file_prefixes`` is 3.12+)."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def warn_if_nothing_attended(
     mask: torch.Tensor, name: str = "key_padding_mask"
 ) -> bool:
@@ -351,7 +373,7 @@ def warn_if_nothing_attended(
         f"nn.MultiheadAttention reads the same name the other way round {sense}. "
         f"{fix}.",
         MaskConventionWarning,
-        stacklevel=4,
+        stacklevel=caller_stacklevel(),
     )
     return True
 
