@@ -306,7 +306,9 @@ def flash_attention(
     is_causal : query ``i`` sees keys ``j <= i`` (top-left) or ``j <= i + S - T``
         (``align="bottom_right"``); tiles beyond the diagonal are skipped
     scale : multiplies the scores, default ``1 / sqrt(Dh)``
-    block_size : rows and columns per tile, an int or (Bq, Bk); default (256, 256)
+    block_size : rows and columns per tile, an int or (Bq, Bk); default (256, 256) in
+        the readable torch loop; ignored on CUDA with Triton, whose kernels pick their
+        tiles by autotuning (keyed on T, S, Dh, the mask and the dtype)
     key_padding_mask : bool (B, S) or (..., S), True = may attend (variable-length
         batches); a query with no allowed key gets a zero output
     align : ``"top_left"`` (default, as SDPA's ``is_causal``) or ``"bottom_right"``
@@ -348,7 +350,8 @@ def sliding_window_attention(
     q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv)
     window : int >= 0, keys at distance at most ``window`` on each side; ``None``
         means no band (full attention, as ``band_mask`` reads it)
-    block_size : default ``min(256, max(32, window))`` rows and columns per tile
+    block_size : default ``min(256, max(32, window))`` rows and columns per tile (the
+        torch loop; the Triton kernels on CUDA autotune theirs)
     """
     check_tiled_qkv(q, k, v, "sliding_window_attention", gqa=True)
     if window is None:  # no band at all, as band_mask(T, S, None): full attention
