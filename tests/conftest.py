@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import re
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -85,16 +83,6 @@ def strict_checks(monkeypatch):
     A test module of checks opts in with
     ``pytestmark = pytest.mark.usefixtures("strict_checks")``."""
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
-
-
-def fails_with(check, answer, pattern):
-    """The check rejects ``answer`` and its message matches ``pattern``
-    (``from conftest import fails_with``)."""
-    from attnlab.check import CheckFailed
-
-    with pytest.raises(CheckFailed) as info:
-        check(answer)
-    assert re.search(pattern, str(info.value), re.DOTALL), str(info.value)
 
 
 @pytest.fixture
