@@ -172,19 +172,62 @@ def test_gradients_agree_with_entmax_package(method, entmax):
         torch.testing.assert_close(a.grad, b.grad, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("method", ["topk", "iter"])
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_topk_retries_longer_prefixes_exactly(monkeypatch, dim, entmax):
+def test_topk_retries_longer_prefixes_exactly(monkeypatch, dim, method, entmax):
     monkeypatch.setitem(K.FIRST_K, "sparsemax", 1)  # every live row must retry
     monkeypatch.setitem(K.FIRST_K, "entmax15", 1)
     x = _with_inf(_scores((30, 70), scale=0.1)).movedim(-1, dim).contiguous()
     x.select(dim - 1 if dim == -1 else 1, 4).fill_(float("-inf"))  # one dead row
     for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
-        got = ours(x, dim=dim)
+        got = ours(x, dim=dim, method=method)
         torch.testing.assert_close(got, ours(x, dim=dim, method="sort"))
         live = torch.isfinite(x.amax(dim, keepdim=True)).expand_as(x)
         want = ref(torch.where(live, x, 0.0), dim=dim)  # the package fails on dead rows
         torch.testing.assert_close(got[live], want[live], atol=1e-12, rtol=0)
         assert (got[~live] == 0).all()
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_iter_unsettled_rows_finish_by_partial_sort(monkeypatch, dim, entmax):
+    calls = []
+
+    def short(fn):  # one pass can never confirm a support: the fallback must run
+        def run(x, d, name):
+            out = fn(x, d, name, max_iter=1)
+            calls.append(out is None)
+            return out
+
+        return run
+
+    monkeypatch.setattr(K, "sparsemax_iter", short(K.sparsemax_iter))
+    monkeypatch.setattr(K, "entmax15_iter", short(K.entmax15_iter))
+    x = _with_inf(_scores((20, 40))).movedim(-1, dim).contiguous()
+    for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
+        torch.testing.assert_close(
+            ours(x, dim=dim), ref(x, dim=dim), atol=1e-12, rtol=0
+        )
+    assert calls == [True, True]
+
+
+def test_iter_first_order_backward_equals_double_backward_path():
+    x = _with_inf(_scores((30, 50)))
+    g = torch.randn(30, 50, dtype=torch.float64, requires_grad=True)
+    for fn in (M.sparsemax, M.entmax15):
+        a = x.clone().requires_grad_()
+        (plain,) = torch.autograd.grad(fn(a), a, g)  # the fast first-order path
+        (graph,) = torch.autograd.grad(fn(a), a, g, create_graph=True)
+        assert graph.requires_grad  # the differentiable path ran
+        torch.testing.assert_close(plain, graph.detach(), atol=1e-12, rtol=0)
+
+
+def test_iter_raises_on_nan_and_inf():
+    for bad in (float("nan"), float("inf")):
+        x = torch.randn(3, 9)
+        x[1, 4] = bad
+        for fn in (M.sparsemax, M.entmax15):
+            with pytest.raises(ValueError, match="NaN or \\+inf"):
+                fn(x)
 
 
 def test_fallback_to_sort_gives_same_threshold():

@@ -159,6 +159,75 @@ def entmax_tau_bisect(
     return p / torch.where(total > 0, total, 1)
 
 
+# ------------------------------------------------- fast threshold iteration (default)
+def _shifted(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
+    """``z = x - max(x)`` along ``dim`` (fully masked rows shifted by 0); raises
+    ValueError on NaN or ``+inf``."""
+    m = x.amax(dim=dim, keepdim=True)
+    worst = float(m.amax())  # NaN propagates through amax
+    if math.isnan(worst) or worst == math.inf:
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
+    return x - torch.nan_to_num(m, neginf=0.0)
+
+
+def sparsemax_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 10):
+    """sparsemax's ``(p, |S|)`` by threshold iteration in a few whole-tensor passes.
+
+    Michelot's iteration on the shifted scores ``z`` from ``tau = -1``: each pass
+    computes ``r = [z - tau]_+``, its row sum and its number of nonzeros (``sign``
+    summed: no boolean tensors, which are slow on the CPU) and moves ``tau`` to
+    ``tau + (sum r - 1) / |S|``. The support only shrinks; when a pass leaves every
+    row's support size unchanged, ``tau`` is exact and ``r`` *is* the output. Rows
+    still moving after ``max_iter`` passes (adversarial inputs) are finished by the
+    partial sort, exactly. Returns ``None`` in that case (the caller falls back).
+    """
+    z = _shifted(x, dim, name)
+    tau = torch.full_like(z.narrow(dim, 0, 1), -1.0)
+    r, sg = torch.empty_like(z), torch.empty_like(z)
+    size_old = None
+    for _ in range(max_iter):
+        torch.sub(z, tau, out=r).clamp_(min=0)  # [z - tau]_+
+        total = r.sum(dim=dim, keepdim=True)
+        size = torch.sign(r, out=sg).sum(dim=dim, keepdim=True)  # |S|
+        if size_old is not None and torch.equal(size, size_old):
+            return r, size
+        tau = tau + (total - 1) / size.clamp(min=1)  # dead rows: |S| = 0
+        size_old = size
+    return None
+
+
+def entmax15_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
+    """1.5-entmax's ``(sqrt(p), sum_S sqrt(p))`` by Newton passes and an exact finish.
+
+    On ``y = z / 2`` from ``tau = -1``, each pass computes ``r = [y - tau]_+``, its sum
+    ``s1``, its squared norm ``s2`` and its support size ``k``, and takes a Newton step
+    on ``f(tau) = s2 - 1`` (convex, decreasing: the steps rise monotonically and the
+    support only shrinks). When a step leaves the support sizes unchanged, the quadratic
+    on that support is solved exactly (``tau_S = tau + s1/k - sqrt(1/k - s2/k +
+    (s1/k)^2)``) and accepted if it keeps every element of the support: one pass that
+    also produces the output. ``None`` if some row has not settled (caller falls back).
+    """
+    y = _shifted(x, dim, name).mul_(0.5)
+    tau = torch.full_like(y.narrow(dim, 0, 1), -1.0)
+    r, sg = torch.empty_like(y), torch.empty_like(y)
+    size_old = None
+    for _ in range(max_iter):
+        torch.sub(y, tau, out=r).clamp_(min=0)  # [y - tau]_+
+        s1 = r.sum(dim=dim, keepdim=True)
+        s2 = torch.linalg.vecdot(r, r, dim=dim).unsqueeze(dim)
+        size = torch.sign(r, out=sg).sum(dim=dim, keepdim=True)
+        if size_old is not None and torch.equal(size, size_old):
+            k = size.clamp(min=1)
+            a = s1 / k
+            tau_s = tau + a - torch.sqrt(torch.clamp(1 / k - s2 / k + a * a, min=0))
+            torch.sub(y, tau_s, out=r).clamp_(min=0)  # sqrt(p) if tau_s is exact
+            if torch.equal(torch.sign(r, out=sg).sum(dim=dim, keepdim=True), size):
+                return r, r.sum(dim=dim, keepdim=True)
+        tau = tau + (s2 - 1) / (2 * s1).clamp(min=1e-30)  # Newton from below
+        size_old = size
+    return None
+
+
 # ------------------------------------------------------------ partial sort (top-k)
 def _prefix_sparsemax(zs: torch.Tensor, dim: int):
     """On the sorted prefix ``zs`` (top-k of each row, shifted): tau, |S|, |S| < k."""
