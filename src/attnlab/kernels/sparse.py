@@ -170,8 +170,9 @@ def _shifted(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
     return x - torch.nan_to_num(m, neginf=0.0)
 
 
-def sparsemax_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 10):
-    """sparsemax's ``(p, |S|)`` by threshold iteration in a few whole-tensor passes.
+def sparsemax_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
+    """sparsemax's ``(p, |S|, s)`` by threshold iteration in a few whole-tensor passes
+    (``s`` is the support indicator as floats, 1 on the support, else 0).
 
     Michelot's iteration on the shifted scores ``z`` from ``tau = -1``: each pass
     computes ``r = [z - tau]_+``, its row sum and its number of nonzeros (``sign``
@@ -190,7 +191,7 @@ def sparsemax_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 10):
         total = r.sum(dim=dim, keepdim=True)
         size = torch.sign(r, out=sg).sum(dim=dim, keepdim=True)  # |S|
         if size_old is not None and torch.equal(size, size_old):
-            return r, size
+            return r, size, sg  # p, |S|, the support indicator
         tau = tau + (total - 1) / size.clamp(min=1)  # dead rows: |S| = 0
         size_old = size
     return None
@@ -201,8 +202,8 @@ def entmax15_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
 
     On ``y = z / 2`` from ``tau = -1``, each pass computes ``r = [y - tau]_+``, its sum
     ``s1``, its squared norm ``s2`` and its support size ``k``, and takes a Newton step
-    on ``f(tau) = s2 - 1`` (convex, decreasing: the steps rise monotonically and the
-    support only shrinks). When a step leaves the support sizes unchanged, the quadratic
+    on ``sqrt(s2) = 1`` (a norm of convex functions: convex and decreasing in ``tau``,
+    so the steps rise monotonically and the support only shrinks). When a step leaves the support sizes unchanged, the quadratic
     on that support is solved exactly (``tau_S = tau + s1/k - sqrt(1/k - s2/k +
     (s1/k)^2)``) and accepted if it keeps every element of the support: one pass that
     also produces the output. ``None`` if some row has not settled (caller falls back).
@@ -214,7 +215,7 @@ def entmax15_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
     for _ in range(max_iter):
         torch.sub(y, tau, out=r).clamp_(min=0)  # [y - tau]_+
         s1 = r.sum(dim=dim, keepdim=True)
-        s2 = torch.linalg.vecdot(r, r, dim=dim).unsqueeze(dim)
+        s2 = torch.mul(r, r, out=sg).sum(dim=dim, keepdim=True)  # no new buffer
         size = torch.sign(r, out=sg).sum(dim=dim, keepdim=True)
         if size_old is not None and torch.equal(size, size_old):
             k = size.clamp(min=1)
@@ -223,7 +224,10 @@ def entmax15_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
             torch.sub(y, tau_s, out=r).clamp_(min=0)  # sqrt(p) if tau_s is exact
             if torch.equal(torch.sign(r, out=sg).sum(dim=dim, keepdim=True), size):
                 return r, r.sum(dim=dim, keepdim=True)
-        tau = tau + (s2 - 1) / (2 * s1).clamp(min=1e-30)  # Newton from below
+        # Newton from below on the convex h(tau) = sqrt(s2) = 1 (steps about twice
+        # those on s2 = 1 far from the root); dead rows (s1 = 0) move down, harmlessly
+        norm = s2.sqrt()
+        tau = tau + (norm - 1) * norm / s1.clamp(min=1e-30)
         size_old = size
     return None
 

@@ -18,12 +18,41 @@ def _method(method: str, name: str) -> str:
     return method
 
 
+SMALL_ROW, SMALL_NUMEL = 8, 4096
+
+
+def _small(x: torch.Tensor, dim: int) -> bool:
+    """Inputs where the (partial) sort beats the passes of the iteration on the CPU:
+    rows of <= 8 scores (PyTorch sorts them without a general sort) or <= 4096 scores
+    in all (the passes' per-call overhead dominates); measured with one thread."""
+    return x.shape[dim] <= SMALL_ROW or x.numel() <= SMALL_NUMEL
+
+
+def _sparsemax_parts(x, dim, method="iter", k=None):
+    """``(p, |S|, s)``: the weights, the support size of each row and the support
+    indicator ``s`` (floats) where the method has it at no cost, else ``None``."""
+    if method == "iter":
+        out = (
+            None
+            if k is not None or _small(x, dim)
+            else _k.sparsemax_iter(x, dim, "sparsemax")
+        )
+        if out is not None:
+            return out
+        method = "topk"
+    return (*_sparsemax_forward(x, dim, method, k), None)
+
+
 def _sparsemax_forward(x, dim, method="iter", k=None):
     """``(p, |S|)``: the weights and the support size of each row."""
     if method == "iter":
-        out = None if k is not None else _k.sparsemax_iter(x, dim, "sparsemax")
+        out = (
+            None
+            if k is not None or _small(x, dim)
+            else _k.sparsemax_iter(x, dim, "sparsemax")
+        )
         if out is not None:
-            return out
+            return out[:2]
         method = "topk"  # some row still moving: finish by the partial sort
     if method == "topk":
         m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax", k)
@@ -42,16 +71,15 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1, method="topk", k=None):
-        p, size = _sparsemax_forward(x, dim, method, k)
+        p, size, s = _sparsemax_parts(x, dim, method, k)
         ctx.dim = dim
-        ctx.save_for_backward(p, size)
+        ctx.save_for_backward(p, size, torch.sign(p) if s is None else s)
         return p
 
     @staticmethod
     def backward(ctx, g):
-        p, size = ctx.saved_tensors
-        if not torch.is_grad_enabled():  # first order only: 4 passes, no booleans
-            s = torch.sign(p)  # the support indicator (p >= 0)
+        p, size, s = ctx.saved_tensors  # s: the support indicator, floats
+        if not torch.is_grad_enabled():  # first order only: 3 passes, no booleans
             gs = g * s
             mean = gs.sum(dim=ctx.dim, keepdim=True) / torch.clamp(size, min=1)
             return gs.addcmul_(s, mean, value=-1), None, None, None
@@ -71,8 +99,9 @@ def sparsemax(
     support ``S``. How ``tau`` is found (all exact):
 
     * ``"iter"`` (default): sort-free threshold iterations (Michelot), a few passes over
-      the whole tensor, exact once no support size changes; rows still moving after 10
-      passes are finished by ``"topk"``;
+      the whole tensor, exact once no support size changes; rows still moving after 16
+      passes are finished by ``"topk"``, which also serves small inputs (rows of <= 8
+      scores or <= 4096 scores in all), where sorting is cheaper;
     * ``"topk"``: sort only the top few scores of each row, check that the
       support found is shorter than the prefix, else retry with a longer one;
     * ``"sort"``: the textbook O(n log n) full sort.
@@ -99,7 +128,11 @@ def sparsemax(
 def _entmax15_parts(x, dim, method="iter", k=None):
     """``(sqrt(p), sum_S sqrt(p))`` for 1.5-entmax (``p`` is the square of the first)."""
     if method == "iter":
-        out = None if k is not None else _k.entmax15_iter(x, dim, "entmax15")
+        out = (
+            None
+            if k is not None or _small(x, dim)
+            else _k.entmax15_iter(x, dim, "entmax15")
+        )
         if out is not None:
             return out
         method = "topk"  # some row still moving: finish by the partial sort
