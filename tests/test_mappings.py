@@ -423,3 +423,25 @@ def test_sparse_mappings_double_backward(method, always_iter):
     x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
     for fn in (M.sparsemax, M.entmax15):
         assert torch.autograd.gradgradcheck(lambda t: fn(t, method=method), (x,))
+
+
+def test_warm_start_is_a_lower_bound_and_the_result_exact(entmax):
+    x = _with_inf(_scores((40, 1024), scale=3.0))
+    x[7] = float("-inf")  # a dead row
+    z = x - torch.nan_to_num(x.amax(-1, keepdim=True), neginf=0.0)
+    live = torch.isfinite(x.amax(-1))
+    zc = z.clamp_min(K.FLOOR)
+    exact = {
+        K._sparsemax_passes: K.sparsemax_tau_sort(zc, -1),
+        K._entmax15_passes: K.entmax15_tau_sort(zc, -1),
+    }
+    for passes, tau in exact.items():
+        y = z if passes is K._sparsemax_passes else z / 2
+        start = K._warm_start(y, -1, passes)
+        assert (start[live] <= tau[live] + 1e-12).all()
+        assert (start[live] >= -1).all() and (start[live] > -1).any()  # a gain
+    for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
+        got = ours(x)
+        want = ref(torch.where(live[:, None], x, 0.0))
+        torch.testing.assert_close(got[live], want[live], atol=1e-12, rtol=0)
+        assert (got[7] == 0).all()
