@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -220,8 +221,7 @@ def main() -> None:
                 "clock": "thread CPU time" if args.cpu_time else "wall clock",
                 "scores": f"({rows}, n) float32 ~ N(0, 1), seed 0",
                 "statistic": "minimum over repetitions, contenders interleaved",
-                "command": "python bench/mappings.py "
-                + " ".join(a for a in __import__("sys").argv[1:]),
+                "command": "python bench/mappings.py " + " ".join(sys.argv[1:]),
             },
             "ms": {
                 str(n): {f"{name} | {kind}": v for (name, kind), v in res.items()}
