@@ -82,3 +82,25 @@ def test_delta_rows_cover_their_points_with_three_seeds():
             )
             assert seeds == [0, 1, 2]
     assert {r["model"] for r in runs} == {"delta"}
+
+
+def test_delta_model_query_token_reads_without_writing(monkeypatch):
+    """beta = 0 at the query token (a write there erases the association it asks
+    for); every list token writes with beta in (0, 1)."""
+    R = _script()
+    seen = {}
+
+    def spy(q, k, v, beta, **kw):
+        seen["beta"] = beta.detach()
+        return torch.zeros_like(v)
+
+    monkeypatch.setattr(R, "delta_rule", spy)
+    torch.manual_seed(0)
+    keys, vals, query, _ = R.recall_batch(
+        5, 4, torch.Generator().manual_seed(0), "train"
+    )
+    R.Recall("delta", 8)(keys, vals, query)
+    beta = seen["beta"]  # (B, 1, P + 1)
+    assert beta.shape == (5, 1, 5)
+    assert (beta[..., -1] == 0).all()
+    assert ((beta[..., :-1] > 0) & (beta[..., :-1] < 1)).all()

@@ -143,12 +143,20 @@ def first_dim_sparsemax(x):  # works along dim 0
     )
 
 
+def _library_iter(x):  # the library's threshold passes, called directly
+    from attnlab.kernels import sparse as K
+
+    out = K.sparsemax_iter(x, -1, "sparsemax")
+    return out[0] if out is not None else K.sparsemax_iter(x, -1, "s", max_iter=64)[0]
+
+
 @pytest.mark.parametrize(
     "wrong, hint",
     [
         (lambda x: attnlab.softmax(x), "that is softmax"),
         (lambda x: attnlab.sparsemax(x), "called attnlab.mappings.sparsemax"),
         (lambda x: attnlab.mappings.sparsemax(x, method="sort"), "called attnlab"),
+        (_library_iter, "called attnlab.kernels.sparse.sparsemax_iter"),
         (naive_sparsemax, "a row that is all -inf gets all zeros"),
         (ascending_sparsemax, "sort in decreasing order"),
         (off_by_one_sparsemax, "the support size is off by one"),
@@ -159,6 +167,7 @@ def first_dim_sparsemax(x):  # works along dim 0
         "softmax",
         "library",
         "library-sort",
+        "library-iter",
         "nan",
         "ascending",
         "k-1",

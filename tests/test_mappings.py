@@ -133,9 +133,18 @@ def _with_inf(x, frac=0.3):
     return x
 
 
+@pytest.fixture
+def always_iter(monkeypatch):
+    """Small inputs go to the sort; this makes ``method="iter"`` iterate at any size."""
+    from attnlab.mappings import sparse as S
+
+    monkeypatch.setattr(S, "SMALL_ROW", 0)
+    monkeypatch.setattr(S, "SMALL_NUMEL", 0)
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
 @pytest.mark.parametrize("method", ["topk", "iter", "sort"])
-def test_agree_with_entmax_package(n, method, entmax):
+def test_agree_with_entmax_package(n, method, entmax, always_iter):
     for scale in (0.05, 1.0, 20.0):
         x = _with_inf(_scores((50, n), scale=scale))
         torch.testing.assert_close(
@@ -161,7 +170,7 @@ def test_float32_exact_to_1e6_at_n1024(entmax):
 
 
 @pytest.mark.parametrize("method", ["topk", "iter", "sort"])
-def test_gradients_agree_with_entmax_package(method, entmax):
+def test_gradients_agree_with_entmax_package(method, entmax, always_iter):
     x = _with_inf(_scores((20, 30)))
     g = torch.randn(20, 30, dtype=torch.float64)
     for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
@@ -172,19 +181,66 @@ def test_gradients_agree_with_entmax_package(method, entmax):
         torch.testing.assert_close(a.grad, b.grad, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("method", ["topk", "iter"])
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_topk_retries_longer_prefixes_exactly(monkeypatch, dim, entmax):
+def test_topk_retries_longer_prefixes_exactly(
+    monkeypatch, dim, method, entmax, always_iter
+):
     monkeypatch.setitem(K.FIRST_K, "sparsemax", 1)  # every live row must retry
     monkeypatch.setitem(K.FIRST_K, "entmax15", 1)
     x = _with_inf(_scores((30, 70), scale=0.1)).movedim(-1, dim).contiguous()
     x.select(dim - 1 if dim == -1 else 1, 4).fill_(float("-inf"))  # one dead row
     for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
-        got = ours(x, dim=dim)
+        got = ours(x, dim=dim, method=method)
         torch.testing.assert_close(got, ours(x, dim=dim, method="sort"))
         live = torch.isfinite(x.amax(dim, keepdim=True)).expand_as(x)
         want = ref(torch.where(live, x, 0.0), dim=dim)  # the package fails on dead rows
         torch.testing.assert_close(got[live], want[live], atol=1e-12, rtol=0)
         assert (got[~live] == 0).all()
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_iter_unsettled_rows_finish_by_partial_sort(
+    monkeypatch, dim, entmax, always_iter
+):
+    calls = []
+
+    def short(fn):  # one pass can never confirm a support: the fallback must run
+        def run(x, d, name):
+            out = fn(x, d, name, max_iter=1)
+            calls.append(out is None)
+            return out
+
+        return run
+
+    monkeypatch.setattr(K, "sparsemax_iter", short(K.sparsemax_iter))
+    monkeypatch.setattr(K, "entmax15_iter", short(K.entmax15_iter))
+    x = _with_inf(_scores((20, 40))).movedim(-1, dim).contiguous()
+    for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
+        torch.testing.assert_close(
+            ours(x, dim=dim), ref(x, dim=dim), atol=1e-12, rtol=0
+        )
+    assert calls == [True, True]
+
+
+def test_iter_first_order_backward_equals_double_backward_path(always_iter):
+    x = _with_inf(_scores((30, 50)))
+    g = torch.randn(30, 50, dtype=torch.float64, requires_grad=True)
+    for fn in (M.sparsemax, M.entmax15):
+        a = x.clone().requires_grad_()
+        (plain,) = torch.autograd.grad(fn(a), a, g)  # the fast first-order path
+        (graph,) = torch.autograd.grad(fn(a), a, g, create_graph=True)
+        assert graph.requires_grad  # the differentiable path ran
+        torch.testing.assert_close(plain, graph.detach(), atol=1e-12, rtol=0)
+
+
+def test_iter_raises_on_nan_and_inf(always_iter):
+    for bad in (float("nan"), float("inf")):
+        x = torch.randn(3, 9)
+        x[1, 4] = bad
+        for fn in (M.sparsemax, M.entmax15):
+            with pytest.raises(ValueError, match="NaN or \\+inf"):
+                fn(x)
 
 
 def test_fallback_to_sort_gives_same_threshold():
@@ -204,7 +260,7 @@ def test_fallback_to_sort_gives_same_threshold():
     "shape,dim", [((6,), -1), ((3, 5), -1), ((4, 3, 5), 1), ((5, 2), 0)]
 )
 @pytest.mark.parametrize("name", ["sparsemax", "entmax15", "softmax"])
-def test_gradcheck(name, shape, dim):
+def test_gradcheck(name, shape, dim, always_iter):
     x = _scores(shape).requires_grad_()
     assert gradcheck(lambda t: SIMPLEX[name](t, dim=dim), (x,))
     if name != "softmax":
@@ -360,3 +416,32 @@ def test_topk_retries_in_3d_along_the_middle(monkeypatch):
     x = _scores((3, 40, 5), scale=0.1)
     for fn in (M.sparsemax, M.entmax15):
         torch.testing.assert_close(fn(x, dim=1), fn(x, dim=1, method="sort"))
+
+
+@pytest.mark.parametrize("method", ["iter", "topk", "sort"])
+def test_sparse_mappings_double_backward(method, always_iter):
+    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    for fn in (M.sparsemax, M.entmax15):
+        assert torch.autograd.gradgradcheck(lambda t, f=fn: f(t, method=method), (x,))
+
+
+def test_warm_start_is_a_lower_bound_and_the_result_exact(entmax):
+    x = _with_inf(_scores((40, 1024), scale=3.0))
+    x[7] = float("-inf")  # a dead row
+    z = x - torch.nan_to_num(x.amax(-1, keepdim=True), neginf=0.0)
+    live = torch.isfinite(x.amax(-1))
+    zc = z.clamp_min(K.FLOOR)
+    exact = {
+        K._sparsemax_passes: K.sparsemax_tau_sort(zc, -1),
+        K._entmax15_passes: K.entmax15_tau_sort(zc, -1),
+    }
+    for passes, tau in exact.items():
+        y = z if passes is K._sparsemax_passes else z / 2
+        start = K._warm_start(y, -1, passes)
+        assert (start[live] <= tau[live] + 1e-12).all()
+        assert (start[live] >= -1).all() and (start[live] > -1).any()  # a gain
+    for ours, ref in [(M.sparsemax, entmax.sparsemax), (M.entmax15, entmax.entmax15)]:
+        got = ours(x)
+        want = ref(torch.where(live[:, None], x, 0.0))
+        torch.testing.assert_close(got[live], want[live], atol=1e-12, rtol=0)
+        assert (got[7] == 0).all()

@@ -71,8 +71,10 @@ def _check_features(x: torch.Tensor, name: str, w: torch.Tensor, fn: str) -> Non
 
 def positive_random_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``phi(x) = exp(x W^T - |x|^2 / 2) / sqrt(m)``: ``x (..., n, d)``, ``W (m, d)`` ->
-    ``(..., n, m)``, all positive. Computed with the row's max subtracted inside the
-    exponential and multiplied back, so large ``|x|`` does not overflow."""
+    ``(..., n, m)``, all positive. These are the estimator's features as they are,
+    with no max subtracted: a large ``x W^T`` overflows (float32: exponents above ~88).
+    :func:`random_feature_attention` subtracts the exponents' max, which cancels in its
+    ratio."""
     _check_features(x, "x", w, "positive_random_features")
     return torch.exp(_exponents(x, w)) / math.sqrt(w.shape[0])  # (..., n, m)
 

@@ -159,6 +159,118 @@ def entmax_tau_bisect(
     return p / torch.where(total > 0, total, 1)
 
 
+# ------------------------------------------------- fast threshold iteration (default)
+def _shifted(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
+    """``z = x - max(x)`` along ``dim`` (fully masked rows shifted by 0); raises
+    ValueError on NaN or ``+inf``."""
+    m = x.amax(dim=dim, keepdim=True)
+    worst = float(m.amax())  # NaN propagates through amax
+    if math.isnan(worst) or worst == math.inf:
+        raise ValueError(f"{name}: x contains NaN or +inf (shape {tuple(x.shape)})")
+    return x - torch.nan_to_num(m, neginf=0.0)
+
+
+BLOCK = 32  # block maxima for the warm start: one score in 32
+
+
+def _warm_start(z: torch.Tensor, dim: int, passes) -> torch.Tensor:
+    """A lower bound on the threshold of every row, from a subset of its scores.
+
+    The threshold of any subset of a row is at most the row's own (sparsemax:
+    ``sum_S [z - tau]_+ <= sum [z - tau]_+``; the same for 1.5-entmax's squares), so
+    solving the problem on the row's block maxima (one score in ``BLOCK``, ``n / BLOCK``
+    of them, cheap) gives a start above ``-1`` and below the answer, from which far
+    fewer passes over the whole row remain. ``-1`` for short rows or ``dim`` not last.
+    """
+    n = z.shape[dim]
+    lower = torch.full_like(z.narrow(dim, 0, 1), -1.0)
+    if n < 8 * BLOCK or dim not in (-1, z.dim() - 1):
+        return lower
+    nb = n // BLOCK
+    maxima = (
+        z.narrow(-1, 0, nb * BLOCK).unflatten(-1, (nb, BLOCK)).amax(-1)
+    )  # (..., nb)
+    out = passes(maxima, lower, -1, 16)
+    return lower if out is None else out[-1]
+
+
+def _sparsemax_passes(z, tau, dim, max_iter):
+    """Michelot passes on ``z`` from the lower bound ``tau``: ``(p, |S|, s, tau)`` once
+    no support size changes, else ``None``."""
+    r, sg = torch.empty_like(z), torch.empty_like(z)
+    size_old = None
+    for _ in range(max_iter):
+        torch.sub(z, tau, out=r).clamp_(min=0)  # [z - tau]_+
+        total = r.sum(dim=dim, keepdim=True)
+        size = torch.sign(r, out=sg).sum(dim=dim, keepdim=True)  # |S|
+        if size_old is not None and torch.equal(size, size_old):
+            return r, size, sg, tau  # p, |S|, the support indicator, the threshold
+        tau = tau + (total - 1) / size.clamp(min=1)  # dead rows: |S| = 0
+        size_old = size
+    return None
+
+
+def sparsemax_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
+    """sparsemax's ``(p, |S|, s)`` by threshold iteration in a few whole-tensor passes
+    (``s`` is the support indicator as floats, 1 on the support, else 0).
+
+    Michelot's iteration on the shifted scores ``z``, from a lower bound on ``tau``
+    (``-1``, or better the threshold of the row's block maxima, :func:`_warm_start`):
+    each pass computes ``r = [z - tau]_+``, its row sum and its number of nonzeros
+    (``sign`` summed: no boolean tensors, which are slow on the CPU) and moves ``tau``
+    to ``tau + (sum r - 1) / |S|``. The support only shrinks; when a pass leaves every
+    row's support size unchanged, ``tau`` is exact and ``r`` *is* the output. Returns
+    ``None`` if some row is still moving after ``max_iter`` passes (adversarial inputs;
+    the caller finishes with the partial sort, exactly).
+    """
+    z = _shifted(x, dim, name)
+    out = _sparsemax_passes(z, _warm_start(z, dim, _sparsemax_passes), dim, max_iter)
+    return None if out is None else out[:3]
+
+
+def _entmax15_passes(y, tau, dim, max_iter):
+    """Newton passes on ``y = z / 2`` from the lower bound ``tau`` with an exact finish:
+    ``(sqrt(p), sum_S sqrt(p), tau)``, or ``None`` if some row has not settled."""
+    r, sg = torch.empty_like(y), torch.empty_like(y)
+    size_old = None
+    for _ in range(max_iter):
+        torch.sub(y, tau, out=r).clamp_(min=0)  # [y - tau]_+
+        s1 = r.sum(dim=dim, keepdim=True)
+        norm = torch.linalg.vector_norm(r, dim=dim, keepdim=True)  # one fused pass
+        s2 = norm * norm
+        size = torch.sign(r, out=sg).sum(dim=dim, keepdim=True)
+        if size_old is not None and torch.equal(size, size_old):
+            k = size.clamp(min=1)
+            a = s1 / k
+            tau_s = tau + a - torch.sqrt(torch.clamp(1 / k - s2 / k + a * a, min=0))
+            torch.sub(y, tau_s, out=r).clamp_(min=0)  # sqrt(p) if tau_s is exact
+            if torch.equal(torch.sign(r, out=sg).sum(dim=dim, keepdim=True), size):
+                return r, r.sum(dim=dim, keepdim=True), tau_s
+        # Newton from below on the convex h(tau) = sqrt(s2) = 1 (steps about twice
+        # those on s2 = 1 far from the root); dead rows (s1 = 0) move down, harmlessly
+        tau = tau + (norm - 1) * norm / s1.clamp(min=1e-30)
+        size_old = size
+    return None
+
+
+def entmax15_iter(x: torch.Tensor, dim: int, name: str, max_iter: int = 16):
+    """1.5-entmax's ``(sqrt(p), sum_S sqrt(p))`` by Newton passes and an exact finish.
+
+    On ``y = z / 2``, from a lower bound on ``tau`` (``-1`` or :func:`_warm_start`),
+    each pass computes ``r = [y - tau]_+``, its sum ``s1``, its squared norm ``s2`` and
+    its support size ``k``, and takes a Newton step on ``sqrt(s2) = 1`` (a norm of
+    convex functions: convex and decreasing in ``tau``, so the steps rise monotonically
+    and the support only shrinks). When a step leaves the support sizes unchanged, the
+    quadratic on that support is solved exactly (``tau_S = tau + s1/k - sqrt(1/k -
+    s2/k + (s1/k)^2)``) and accepted if it keeps every element of the support: one pass
+    that also produces the output. ``None`` if some row has not settled (the caller
+    falls back to the partial sort).
+    """
+    y = _shifted(x, dim, name).mul_(0.5)
+    out = _entmax15_passes(y, _warm_start(y, dim, _entmax15_passes), dim, max_iter)
+    return None if out is None else out[:2]
+
+
 # ------------------------------------------------------------ partial sort (top-k)
 def _prefix_sparsemax(zs: torch.Tensor, dim: int):
     """On the sorted prefix ``zs`` (top-k of each row, shifted): tau, |S|, |S| < k."""

@@ -9,7 +9,7 @@ from ..kernels import sparse as _k
 from .basic import HALF, check_k, check_scores, shift_scores
 
 # ------------------------------------------------------------------------ sparsemax
-_METHODS = ("topk", "iter", "sort")
+_METHODS = ("iter", "topk", "sort")
 
 
 def _method(method: str, name: str) -> str:
@@ -18,13 +18,47 @@ def _method(method: str, name: str) -> str:
     return method
 
 
-def sparsemax_forward(x, dim, method="topk", k=None):
+SMALL_ROW, SMALL_NUMEL = 8, 4096
+
+
+def _small(x: torch.Tensor, dim: int) -> bool:
+    """Inputs where the (partial) sort beats the passes of the iteration on the CPU:
+    rows of <= 8 scores (PyTorch sorts them without a general sort) or <= 4096 scores
+    in all (the passes' per-call overhead dominates); measured with one thread."""
+    return x.shape[dim] <= SMALL_ROW or x.numel() <= SMALL_NUMEL
+
+
+def _sparsemax_parts(x, dim, method="iter", k=None):
+    """``(p, |S|, s)``: the weights, the support size of each row and the support
+    indicator ``s`` (floats) where the method has it at no cost, else ``None``."""
+    if method == "iter":
+        out = (
+            None
+            if k is not None or _small(x, dim)
+            else _k.sparsemax_iter(x, dim, "sparsemax")
+        )
+        if out is not None:
+            return out
+        method = "topk"
+    return (*sparsemax_forward(x, dim, method, k), None)
+
+
+def sparsemax_forward(x, dim, method="iter", k=None):
     """``(p, |S|)``: the weights and the support size of each row."""
+    if method == "iter":
+        out = (
+            None
+            if k is not None or _small(x, dim)
+            else _k.sparsemax_iter(x, dim, "sparsemax")
+        )
+        if out is not None:
+            return out[:2]
+        method = "topk"  # some row still moving: finish by the partial sort
     if method == "topk":
         m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax", k)
         return (x - m).sub_(tau).clamp_(min=0), size  # -inf -> 0; dead rows: m = 0
     z, live = shift_scores(x, dim, "sparsemax")
-    tau_fn = _k.sparsemax_tau_iter if method == "iter" else _k.sparsemax_tau_sort
+    tau_fn = _k.sparsemax_tau_sort
     p = torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
     return p, (p > 0).sum(dim=dim, keepdim=True).to(p.dtype)
 
@@ -37,14 +71,18 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1, method="topk", k=None):
-        p, size = sparsemax_forward(x, dim, method, k)
+        p, size, s = _sparsemax_parts(x, dim, method, k)
         ctx.dim = dim
-        ctx.save_for_backward(p, size)
+        ctx.save_for_backward(p, size, torch.sign(p) if s is None else s)
         return p
 
     @staticmethod
     def backward(ctx, g):
-        p, size = ctx.saved_tensors
+        p, size, s = ctx.saved_tensors  # s: the support indicator, floats
+        if not torch.is_grad_enabled():  # first order only: 3 passes, no booleans
+            gs = g * s
+            mean = gs.sum(dim=ctx.dim, keepdim=True) / torch.clamp(size, min=1)
+            return gs.addcmul_(s, mean, value=-1), None, None, None
         supp = p > 0
         gs = torch.where(supp, g, 0)
         mean = gs.sum(dim=ctx.dim, keepdim=True) / torch.clamp(size, min=1)
@@ -52,7 +90,7 @@ class SparsemaxFunction(torch.autograd.Function):
 
 
 def sparsemax(
-    x: torch.Tensor, dim: int = -1, k: int | None = None, *, method: str = "topk"
+    x: torch.Tensor, dim: int = -1, k: int | None = None, *, method: str = "iter"
 ) -> torch.Tensor:
     """Euclidean projection of the scores onto the simplex (Martins & Astudillo 2016).
 
@@ -60,9 +98,12 @@ def sparsemax(
     threshold that makes the weights sum to one, ``tau = (sum_S x - 1) / |S|`` on the
     support ``S``. How ``tau`` is found (all exact):
 
-    * ``"topk"`` (default): sort only the top few scores of each row, check that the
+    * ``"iter"`` (default): sort-free threshold iterations (Michelot), a few passes over
+      the whole tensor, exact once no support size changes; rows still moving after 16
+      passes are finished by ``"topk"``, which also serves small inputs (rows of <= 8
+      scores or <= 4096 scores in all), where sorting is cheaper;
+    * ``"topk"``: sort only the top few scores of each row, check that the
       support found is shorter than the prefix, else retry with a longer one;
-    * ``"iter"``: sort-free threshold iterations (Michelot) with an exact support check;
     * ``"sort"``: the textbook O(n log n) full sort.
 
     Parameters
@@ -70,7 +111,7 @@ def sparsemax(
     x : tensor ``(..., n, ...)`` of scores (``-inf`` = masked).
     dim : the dimension to normalise over.
     k : the size of the first partial sort of ``"topk"`` (as the ``k`` of
-        ``entmax.sparsemax``): rows whose support fills it are redone with ``4k``, so
+        ``entmax.sparsemax``; given, it selects ``"topk"`` for ``"iter"``): rows whose support fills it are redone with ``4k``, so
         any ``k >= 1`` gives the exact answer. ``None``: a default that fits typical
         supports.
     """
@@ -84,16 +125,29 @@ def sparsemax(
 
 
 # ------------------------------------------------------------------------ 1.5-entmax
-def _entmax15_forward(x, dim, method="topk", k=None):
-    """``(p, sum_S sqrt(p))`` for 1.5-entmax."""
+def _entmax15_parts(x, dim, method="iter", k=None):
+    """``(sqrt(p), sum_S sqrt(p))`` for 1.5-entmax (``p`` is the square of the first)."""
+    if method == "iter":
+        out = (
+            None
+            if k is not None or _small(x, dim)
+            else _k.entmax15_iter(x, dim, "entmax15")
+        )
+        if out is not None:
+            return out
+        method = "topk"  # some row still moving: finish by the partial sort
     if method == "topk":
         m, tau, s_sum = _k.threshold_topk(x, dim, "entmax15", "entmax15", k)
-        p = torch.add(-tau, x - m, alpha=0.5).clamp_(min=0).square_()  # [z/2 - tau]_+^2
-        return p, s_sum
+        return torch.add(-tau, x - m, alpha=0.5).clamp_(min=0), s_sum  # [z/2 - tau]_+
     z, live = shift_scores(x, dim, "entmax15")
-    tau_fn = _k.entmax15_tau_iter if method == "iter" else _k.entmax15_tau_sort
-    p = torch.where(live, torch.clamp(z / 2 - tau_fn(z, dim), min=0).square(), 0)
-    return p, p.sqrt().sum(dim=dim, keepdim=True)
+    sp = torch.where(live, torch.clamp(z / 2 - _k.entmax15_tau_sort(z, dim), min=0), 0)
+    return sp, sp.sum(dim=dim, keepdim=True)
+
+
+def _entmax15_forward(x, dim, method="iter", k=None):
+    """``(p, sum_S sqrt(p))`` for 1.5-entmax."""
+    sp, s_sum = _entmax15_parts(x, dim, method, k)
+    return sp.square(), s_sum
 
 
 class Entmax15Function(torch.autograd.Function):
@@ -101,16 +155,21 @@ class Entmax15Function(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1, method="topk", k=None):
-        p, s_sum = _entmax15_forward(x, dim, method, k)
+        sp, s_sum = _entmax15_parts(x, dim, method, k)
+        p = sp.square()
         ctx.dim = dim
-        ctx.save_for_backward(p, s_sum)
+        ctx.save_for_backward(p, s_sum, sp)
         return p
 
     @staticmethod
     def backward(ctx, g):
         # differentiable in the saved output p (so a double backward is right):
         # sqrt guarded at p = 0, and sum(s) recomputed here rather than saved
-        p, _ = ctx.saved_tensors
+        p, s_sum, s = ctx.saved_tensors  # s = sqrt(p), saved: sqrt is slow on CPUs
+        if not torch.is_grad_enabled():  # first order only: 3 passes, no booleans
+            gs = g * s
+            mean = gs.sum(dim=ctx.dim, keepdim=True) / torch.where(s_sum > 0, s_sum, 1)
+            return gs.addcmul_(s, mean, value=-1), None, None, None
         pos = p > 0
         s = torch.where(pos, torch.where(pos, p, 1).sqrt(), 0)
         gs = g * s
@@ -121,7 +180,7 @@ class Entmax15Function(torch.autograd.Function):
 
 
 def entmax15(
-    x: torch.Tensor, dim: int = -1, k: int | None = None, *, method: str = "topk"
+    x: torch.Tensor, dim: int = -1, k: int | None = None, *, method: str = "iter"
 ) -> torch.Tensor:
     """1.5-entmax (Peters, Niculae & Martins 2019): ``p = [x/2 - tau]_+^2``.
 

@@ -32,6 +32,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.kernels.sparse.sparsemax_tau_sort",
         "attnlab.kernels.sparse.sparsemax_tau_iter",
         "attnlab.kernels.sparse.threshold_topk",
+        "attnlab.kernels.sparse.sparsemax_iter",
+        "attnlab.kernels.sparse._sparsemax_passes",
     ),
     "tail_mass": (),  # one topk: nothing in the library to call
     # the library's forward passes carry its backward: autograd through them is it
