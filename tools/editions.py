@@ -59,7 +59,7 @@ VOLATILE_GLUE = frozenset(
         # 03: forward+backward time of softmax, and the mappings' time ratios
         "t_soft",
         "r_sort",
-        "r_topk",
+        "r_default",
         "r_bisect",
         # 07: training wall time
         "train_seconds",
