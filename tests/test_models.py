@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -119,9 +120,15 @@ def test_cache_edits(target):
 def test_model_loads_from_the_built_wheel(tmp_path):
     """The weights are package data: build the wheel offline, unzip it and load both
     models from there in a fresh interpreter (as Colab's pip install would)."""
+    proj = tmp_path / "proj"  # a copy: the build writes build/ and *.egg-info
+    proj.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, proj / name)
+    shutil.copytree(ROOT / "src" / "attnlab", proj / "src" / "attnlab",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
+         "--no-index", "-q", "-w", str(tmp_path / "dist"), str(proj)],
         check=True, capture_output=True, timeout=300,
     )
     (wheel,) = (tmp_path / "dist").glob("attnlab-*.whl")
