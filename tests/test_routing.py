@@ -100,3 +100,17 @@ def test_bad_input():
         block_routed_attention(x.tolist(), x, x, block_size=2, top_k=1)
     with pytest.raises(TypeError, match="return_stats"):
         block_routed_attention(x, x, x, block_size=2, top_k=1, return_stats=1)
+
+
+def test_block_window_equals_routing_when_top_k_covers_the_past_or_is_one():
+    from attnlab.efficient.routing import block_window_attention
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 1, 12, 4, generator=g) for _ in range(3))
+    for n in (1, 3):
+        torch.testing.assert_close(
+            block_window_attention(q, k, v, block_size=4, n_blocks=n),
+            block_routed_attention(q, k, v, block_size=4, top_k=n),
+            atol=1e-5,
+            rtol=1e-5,
+        )

@@ -26,7 +26,12 @@ import torch
 from .. import validation as _v
 from .tiles import _check_qkv
 
-__all__ = ["block_routed_attention", "route_blocks"]
+__all__ = [
+    "block_routed_attention",
+    "route_blocks",
+    "block_window_attention",
+    "RecallProbe",
+]
 
 
 def _check(q, k, v, block_size, top_k, fn):
@@ -151,3 +156,48 @@ def block_routed_attention(
         tiles=float((tiles.sum((-1, -2)).to(f) / causal_tiles).mean()),
     )
     return out, stats
+
+
+# ------------------------------------------------ chapter 14's probe: routing at inference
+class RecallProbe(torch.nn.Module):
+    """Chapter 9's one-layer recall model (one head): each (key, value) pair is one
+    token (the two embeddings summed), then the query key; the value is read out at the
+    query's position. ``forward(keys, vals, query, attention=None)``: ``attention(q, k,
+    v)`` replaces full causal attention (e.g. block routing at inference)."""
+
+    def __init__(self, n_keys: int = 64, n_vals: int = 16, d_model: int = 32):
+        super().__init__()
+        self.key_emb = torch.nn.Embedding(n_keys, d_model)
+        self.val_emb = torch.nn.Embedding(n_vals, d_model)
+        self.w_q, self.w_k, self.w_v = (
+            torch.nn.Linear(d_model, d_model) for _ in range(3)
+        )
+        self.out = torch.nn.Linear(d_model, n_vals)
+
+    def forward(self, keys, vals, query, attention=None):
+        x = torch.cat(
+            [self.key_emb(keys) + self.val_emb(vals), self.key_emb(query)[:, None]], 1
+        )  # (B, P + 1, D)
+        q, k, v = (
+            w(x)[:, None] for w in (self.w_q, self.w_k, self.w_v)
+        )  # (B, 1, P+1, D)
+        if attention is None:
+            h = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True
+            )
+        else:
+            h = attention(q, k, v)  # (B, 1, P + 1, D)
+        return self.out(h[:, 0, -1])  # (B, V)
+
+
+def block_window_attention(q, k, v, *, block_size: int, n_blocks: int):
+    """The fixed alternative: each query sees its own block and the ``n_blocks - 1``
+    before it (causal) -- as many blocks as routing with ``top_k = n_blocks``."""
+    fn = "block_window_attention"
+    _check_qkv(q, k, v, fn)
+    bs = _v.integer(block_size, "block_size", fn, low=1)
+    nb = _v.integer(n_blocks, "n_blocks", fn, low=1)
+    i = torch.arange(q.shape[-2], device=q.device)[:, None]  # (T, 1)
+    j = torch.arange(k.shape[-2], device=q.device)[None, :]  # (1, S)
+    allowed = (j <= i) & (j // bs > i // bs - nb)  # (T, S)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
