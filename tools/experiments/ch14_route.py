@@ -49,8 +49,8 @@ def train(seed):
     gen = torch.Generator().manual_seed(seed)
     model = RecallProbe(N_KEYS, N_VALS, D_MODEL)
     opt = torch.optim.Adam(model.parameters(), lr=LR)
-    hits, step = [], 0
-    for step in range(1, MAX_STEPS + 1):
+    hits = []
+    for _ in range(MAX_STEPS):
         keys, vals, query, answer = batch(BATCH, gen, "train")
         logits = model(keys, vals, query)
         loss = F.cross_entropy(logits, answer)
@@ -61,7 +61,7 @@ def train(seed):
         if len(hits) >= WINDOW and sum(hits[-WINDOW:]) / WINDOW >= TARGET:
             break
     model.eval()
-    return model, step
+    return model, len(hits)
 
 
 @torch.no_grad()
