@@ -225,3 +225,18 @@ def test_bad_input():
         dequantize(torch.ones(2), torch.ones(1), torch.ones(1))
     with pytest.raises(ValueError, match="key_per"):
         QuantCache(4, 4, key_per="row")
+
+
+def test_shipped_lm_full_budget_equals_per_token_loss():
+    from attnlab.data import stories
+    from attnlab.models import load_lm, per_token_loss
+
+    lm = load_lm("target")
+    ids = stories.heldout_prompts(2, 48, seed=0)
+    with torch.no_grad():
+        full = per_token_loss(lm, ids)[:, 16:]  # (B, 31)
+    for pol in ("h2o", "snapkv"):
+        got = evict_decode(lm, ids, pol, 48, prompt=16)
+        torch.testing.assert_close(got, full, atol=1e-4, rtol=1e-4)
+    small = evict_decode(lm, ids, "h2o", 8, prompt=16)
+    assert float(small.mean()) > float(full.mean())
