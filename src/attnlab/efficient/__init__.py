@@ -63,6 +63,7 @@ from .linear import (  # noqa: F401
     elu_feature_map,
     linear_attention,
 )
+from .routing import block_routed_attention  # noqa: F401
 from .tiles import (  # noqa: F401
     ALIGNS,
     BLOCK_K,
@@ -81,6 +82,7 @@ __all__ = [
     "flash_attention",
     "sliding_window_attention",
     "linear_attention",
+    "block_routed_attention",
     "band_mask",
     "elu_feature_map",
     "ALIGNS",
