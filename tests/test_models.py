@@ -34,10 +34,17 @@ def test_shipped_models_load_and_predict_heldout_text(target):
     for name, lm in (("target", target), ("draft", draft)):
         assert isinstance(lm, TinyLM) and not lm.training
         assert lm.vocab_size == stories.VOCAB
-        assert sum(p.numel() for p in lm.parameters()) == res["models"][name]["parameters"]
-        assert all(isinstance(a, Attention) and a.rope is not None
-                   for a in lm.attention_layers())
-    assert target.attention_layers()[0].num_kv_heads < target.attention_layers()[0].num_heads
+        assert (
+            sum(p.numel() for p in lm.parameters()) == res["models"][name]["parameters"]
+        )
+        assert all(
+            isinstance(a, Attention) and a.rope is not None
+            for a in lm.attention_layers()
+        )
+    assert (
+        target.attention_layers()[0].num_kv_heads
+        < target.attention_layers()[0].num_heads
+    )
     held = stories.heldout_prompts(8, 128, seed=5)
     lt, ld = per_token_loss(target, held).mean(), per_token_loss(draft, held).mean()
     uniform = torch.log(torch.tensor(float(stories.VOCAB)))
@@ -57,8 +64,11 @@ def test_heldout_text_is_disjoint_from_training():
             names = s.split(" . ")[0].split(" and ")
             assert len(names) == 3 and all(n[0] in letters for n in names)
     text = stories.decode(stories.heldout_prompts(2, 64, seed=0)[0])
-    assert text[0] == "|" and stories.encode(text[1:]) == stories.heldout_prompts(
-        2, 64, seed=0)[0, 1:].tolist()
+    assert (
+        text[0] == "|"
+        and stories.encode(text[1:])
+        == stories.heldout_prompts(2, 64, seed=0)[0, 1:].tolist()
+    )
     with pytest.raises(ValueError, match="split"):
         stories.story(g, "test")
     with pytest.raises(ValueError, match="character"):
@@ -99,8 +109,18 @@ def test_cache_edits(target):
     c2.replace(0, c2.keys(0).clone(), c2.values(0).clone(), c2.positions(0).clone())
     torch.testing.assert_close(target(ids[:, 16:17], c2), ref)
     cache.rollback(3)
-    assert cache.seen == 14 and cache.positions(0).tolist() == [0, 1, 2, 3, 8, 9, 10,
-                                                                 11, 12, 13]
+    assert cache.seen == 14 and cache.positions(0).tolist() == [
+        0,
+        1,
+        2,
+        3,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+    ]
     with pytest.raises(ValueError, match="n"):
         cache.rollback(15)
     with pytest.raises(ValueError, match="positions"):
@@ -124,12 +144,28 @@ def test_model_loads_from_the_built_wheel(tmp_path):
     proj.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, proj / name)
-    shutil.copytree(ROOT / "src" / "attnlab", proj / "src" / "attnlab",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "src" / "attnlab",
+        proj / "src" / "attnlab",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(tmp_path / "dist"), str(proj)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(proj),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (wheel,) = (tmp_path / "dist").glob("attnlab-*.whl")
     site = tmp_path / "site"
@@ -140,13 +176,19 @@ def test_model_loads_from_the_built_wheel(tmp_path):
     assert "attnlab/models/MODEL_CARD.md" in names
     code = (
         "import attnlab, attnlab.models as m; "
-        "assert attnlab.__file__.startswith(%r), attnlab.__file__; "
+        f"assert attnlab.__file__.startswith({str(site)!r}), attnlab.__file__; "
         "lm = m.load_lm('target'); d = m.load_lm('draft'); "
-        "print(type(lm).__name__, lm.vocab_size)" % str(site)
+        "print(type(lm).__name__, lm.vocab_size)"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(site)
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["CausalLM", "29"]

@@ -93,7 +93,9 @@ def test_second_token_given_acceptance_is_target():
 def test_verify_one_draft_and_edge_cases():
     g = torch.Generator().manual_seed(0)
     # one-token vocabulary: everything accepted, the bonus is that token
-    out = verify(torch.ones(3, 1), torch.ones(2, 1), torch.zeros(2, dtype=torch.long), g)
+    out = verify(
+        torch.ones(3, 1), torch.ones(2, 1), torch.zeros(2, dtype=torch.long), g
+    )
     assert out.tolist() == [0, 0, 0]
     # p(x) = 0: always rejected, and the replacement is never x
     p = torch.tensor([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
@@ -103,8 +105,10 @@ def test_verify_one_draft_and_edge_cases():
         assert out.shape == (1,) and int(out[0]) in (1, 2)
     # q(x) = 0 < p(x) (a draft token the draft could not draw): accepted
     out = verify(
-        torch.tensor([[0.5, 0.5], [0.0, 1.0]]), torch.tensor([[1.0, 0.0]]),
-        torch.tensor([1]), g,
+        torch.tensor([[0.5, 0.5], [0.0, 1.0]]),
+        torch.tensor([[1.0, 0.0]]),
+        torch.tensor([1]),
+        g,
     )
     assert out.tolist() == [1, 1]
     # accepted prefix equals the draft tokens; length between 1 and k + 1
@@ -124,26 +128,72 @@ def test_verify_one_draft_and_edge_cases():
 @pytest.mark.parametrize(
     "args, match, exc",
     [
-        ((torch.ones(2, 3) / 3, torch.ones(2, 3) / 3, torch.zeros(2, dtype=torch.long)),
-         "draft_probs", ValueError),
-        ((torch.ones(3, 3) / 3, torch.ones(2, 4) / 4, torch.zeros(2, dtype=torch.long)),
-         "draft_probs", ValueError),
-        ((torch.ones(3, 3) / 3, torch.ones(2, 3) / 3, torch.zeros(3, dtype=torch.long)),
-         "draft_tokens", ValueError),
-        ((torch.ones(1, 3) / 3, torch.ones(0, 3), torch.zeros(0, dtype=torch.long)),
-         "k >= 1", ValueError),
-        ((torch.ones(3, 3), torch.ones(2, 3) / 3, torch.zeros(2, dtype=torch.long)),
-         "target_probs", ValueError),
-        ((torch.ones(3, 3) / 3, torch.randn(2, 3), torch.zeros(2, dtype=torch.long)),
-         "draft_probs", ValueError),
-        ((torch.ones(3, 3) / 3, torch.ones(2, 3) / 3, torch.tensor([0, 3])),
-         "draft_tokens", ValueError),
-        ((torch.ones(3, 3) / 3, torch.ones(2, 3) / 3, torch.tensor([0.0, 1.0])),
-         "draft_tokens", TypeError),
-        (([[1.0]] * 3, torch.ones(2, 1), torch.zeros(2, dtype=torch.long)),
-         "target_probs", TypeError),
-        ((torch.full((3, 2), float("nan")), torch.ones(2, 2) / 2,
-          torch.zeros(2, dtype=torch.long)), "target_probs", ValueError),
+        (
+            (
+                torch.ones(2, 3) / 3,
+                torch.ones(2, 3) / 3,
+                torch.zeros(2, dtype=torch.long),
+            ),
+            "draft_probs",
+            ValueError,
+        ),
+        (
+            (
+                torch.ones(3, 3) / 3,
+                torch.ones(2, 4) / 4,
+                torch.zeros(2, dtype=torch.long),
+            ),
+            "draft_probs",
+            ValueError,
+        ),
+        (
+            (
+                torch.ones(3, 3) / 3,
+                torch.ones(2, 3) / 3,
+                torch.zeros(3, dtype=torch.long),
+            ),
+            "draft_tokens",
+            ValueError,
+        ),
+        (
+            (torch.ones(1, 3) / 3, torch.ones(0, 3), torch.zeros(0, dtype=torch.long)),
+            "k >= 1",
+            ValueError,
+        ),
+        (
+            (torch.ones(3, 3), torch.ones(2, 3) / 3, torch.zeros(2, dtype=torch.long)),
+            "target_probs",
+            ValueError,
+        ),
+        (
+            (torch.ones(3, 3) / 3, torch.randn(2, 3), torch.zeros(2, dtype=torch.long)),
+            "draft_probs",
+            ValueError,
+        ),
+        (
+            (torch.ones(3, 3) / 3, torch.ones(2, 3) / 3, torch.tensor([0, 3])),
+            "draft_tokens",
+            ValueError,
+        ),
+        (
+            (torch.ones(3, 3) / 3, torch.ones(2, 3) / 3, torch.tensor([0.0, 1.0])),
+            "draft_tokens",
+            TypeError,
+        ),
+        (
+            ([[1.0]] * 3, torch.ones(2, 1), torch.zeros(2, dtype=torch.long)),
+            "target_probs",
+            TypeError,
+        ),
+        (
+            (
+                torch.full((3, 2), float("nan")),
+                torch.ones(2, 2) / 2,
+                torch.zeros(2, dtype=torch.long),
+            ),
+            "target_probs",
+            ValueError,
+        ),
     ],
 )
 def test_verify_bad_input(args, match, exc):
@@ -190,10 +240,12 @@ def test_draft_equal_to_target_accepts_everything(lms, prompt):
 
 def test_sampling_is_seeded_and_in_vocab(lms, prompt):
     target, draft = lms
-    a, sa = speculative_generate(target, draft, prompt, 30, 3, 1.0,
-                                 torch.Generator().manual_seed(3))
-    b, sb = speculative_generate(target, draft, prompt, 30, 3, 1.0,
-                                 torch.Generator().manual_seed(3))
+    a, sa = speculative_generate(
+        target, draft, prompt, 30, 3, 1.0, torch.Generator().manual_seed(3)
+    )
+    b, sb = speculative_generate(
+        target, draft, prompt, 30, 3, 1.0, torch.Generator().manual_seed(3)
+    )
     assert torch.equal(a, b) and sa == sb
     assert a.shape == (30,) and int(a.min()) >= 0 and int(a.max()) < target.vocab_size
 
@@ -222,7 +274,9 @@ def test_rollback_leaves_the_cache_equal_to_a_fresh_one(lms, prompt):
         assert torch.equal(cache.keys(layer), fresh.keys(layer))
         assert torch.equal(cache.values(layer), fresh.values(layer))
         assert torch.equal(cache.positions(layer), fresh.positions(layer))
-    torch.testing.assert_close(target(ids[:, 30:32], cache), target(ids[:, 30:32], fresh))
+    torch.testing.assert_close(
+        target(ids[:, 30:32], cache), target(ids[:, 30:32], fresh)
+    )
 
 
 @pytest.mark.parametrize(
@@ -242,7 +296,13 @@ def test_rollback_leaves_the_cache_equal_to_a_fresh_one(lms, prompt):
 )
 def test_generate_bad_input(lms, kwargs, match, exc):
     target, draft = lms
-    args = {"target": target, "draft": draft, "ids": torch.tensor([0, 3, 4]),
-            "max_new_tokens": 4, "k": 2, **kwargs}
+    args = {
+        "target": target,
+        "draft": draft,
+        "ids": torch.tensor([0, 3, 4]),
+        "max_new_tokens": 4,
+        "k": 2,
+        **kwargs,
+    }
     with pytest.raises(exc, match=match):
         speculative_generate(**args)

@@ -157,8 +157,7 @@ def _prompt(ids: object, vocab: int, fn: str) -> torch.Tensor:
         t = t[0]
     if t.dim() != 1 or t.shape[0] < 1:
         raise ValueError(
-            f"{fn}: ids must be a non-empty prompt (T,) or (1, T), got "
-            f"{tuple(t.shape)}"
+            f"{fn}: ids must be a non-empty prompt (T,) or (1, T), got {tuple(t.shape)}"
         )
     return token_ids(t, vocab, "ids", fn).long()
 

@@ -52,7 +52,9 @@ def encode(text: str) -> list[int]:
         return [1 + CHARS.index(c) for c in text]
     except ValueError:
         bad = next(c for c in text if c not in CHARS)
-        raise ValueError(f"encode: character {bad!r} is not in the vocabulary") from None
+        raise ValueError(
+            f"encode: character {bad!r} is not in the vocabulary"
+        ) from None
 
 
 def decode(ids) -> str:

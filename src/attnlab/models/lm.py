@@ -189,7 +189,9 @@ class CausalLM(TinyLM):
         ids = token_ids(ids, self.vocab_size, "ids", fn)
         return_weights = flag(return_weights, "return_weights", fn)
         if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"{fn}: cache must be a KVCache, got {type(cache).__name__}")
+            raise TypeError(
+                f"{fn}: cache must be a KVCache, got {type(cache).__name__}"
+            )
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(
                 f"{fn}: cache has {len(cache)} layers, the model {len(self.blocks)}"

@@ -6,17 +6,21 @@
 * :func:`lookup_draft` — ``fn(ids, k, n=2) -> list[int]``: prompt-lookup drafting: the
   (up to) ``k`` tokens that followed the most recent earlier occurrence of the last
   ``n`` tokens of ``ids``.
+* :func:`keep_low_norm` — eviction by key norm (``check_cache.py``, re-exported here).
 """
 
 from __future__ import annotations
 
 from ..check_core import Case, close, run_check
+from .check_cache import FORBIDDEN as _CACHE_FORBIDDEN
+from .check_cache import keep_low_norm
 
-__all__ = ["tokens_per_pass", "lookup_draft"]
+__all__ = ["tokens_per_pass", "lookup_draft", "keep_low_norm"]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tokens_per_pass": ("attnlab.speculative.speculative_generate",),
     "lookup_draft": (),
+    **_CACHE_FORBIDDEN,
 }
 
 
