@@ -63,6 +63,7 @@ def test_heldout_text_is_disjoint_from_training():
             s = stories.story(g, split)
             names = s.split(" . ")[0].split(" and ")
             assert len(names) == 3 and all(n[0] in letters for n in names)
+            assert set(s.split()) - stories.TEMPLATE_WORDS == set(names)
     text = stories.decode(stories.heldout_prompts(2, 64, seed=0)[0])
     assert (
         text[0] == "|"

@@ -31,6 +31,7 @@ __all__ = [
     "stream",
     "heldout_prompts",
     "HELDOUT_SEED_OFFSET",
+    "TEMPLATE_WORDS",
 ]
 
 CHARS = " .abcdefghijklmnopqrstuvwxyz"
@@ -44,6 +45,9 @@ _OBJECTS = ("cup", "book", "key", "map", "hat", "coin", "lamp", "box")
 _VERBS = ("met", "saw", "called", "helped", "found")
 _PLACES = ("park", "shop", "river", "hill", "school")
 _SPLITS = ("train", "heldout")
+TEMPLATE_WORDS = frozenset(
+    ("and", "gave", "a", "went", "to", "the", ".", *_OBJECTS, *_VERBS, *_PLACES)
+)  # every word of a story that is not a name
 
 
 def encode(text: str) -> list[int]:
@@ -81,7 +85,7 @@ def _name(gen: torch.Generator, split: str) -> str:
 def _split(split: object) -> str:
     if split not in _SPLITS:
         raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")
-    return split  # type: ignore[return-value]
+    return str(split)
 
 
 def story(gen: torch.Generator, split: str = "train") -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.nn import functional as F
@@ -177,7 +178,7 @@ class CausalLM(TinyLM):
         self.vocab_size = vocab
         self.config = {"vocab": vocab, **config}
 
-    def forward(  # type: ignore[override]
+    def forward(
         self,
         ids: torch.Tensor,
         cache: KVCache | None = None,
@@ -202,6 +203,7 @@ class CausalLM(TinyLM):
         if cache is not None:
             pos = torch.arange(cache.seen, cache.seen + T, device=ids.device)  # (T,)
         weights = []
+        block: Any
         for i, block in enumerate(self.blocks):
             out = block.attn(
                 block.n1(x),
