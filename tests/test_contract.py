@@ -145,6 +145,10 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
     "linear_attention": lambda: Call(
         attnlab.linear_attention, dict(q=rn(B, T, D), k=rn(B, S, D), v=rn(B, S, D))
     ),
+    "block_routed_attention": lambda: Call(
+        attnlab.efficient.block_routed_attention,
+        dict(q=rn(B, T, D), k=rn(B, T, D), v=rn(B, T, D), block_size=2, top_k=2),
+    ),
     "elu_feature_map": lambda: Call(attnlab.elu_feature_map, dict(x=rn(B, T, D))),
     # mappings
     **{

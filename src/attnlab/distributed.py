@@ -102,7 +102,8 @@ def _ring_worker(rank, world, init_file, backend, timeout_s, in_path, causal, sc
                     out, lse, o.to(f), s.masked_fill(s == math.inf, -math.inf)
                 )
             for r in reqs:
-                r.wait()
+                if r is not None:
+                    r.wait()
             if reqs:
                 kb, vb = nk, nv
         torch.save(

@@ -207,14 +207,16 @@ class _State:
         if self.policy == "window":
             idx = keep_window(S, budget, sinks=sinks).expand(B, self.G, budget)
         elif self.policy == "h2o":
+            assert self.acc is not None
             idx = keep_h2o(self.acc, budget, recent=recent)  # (B, G, b)
-            self.acc = self.acc.gather(-1, idx)  # type: ignore[union-attr]
+            self.acc = self.acc.gather(-1, idx)
         elif self.policy == "snapkv":
             assert self.rows is not None
             idx = keep_snapkv(self.rows, budget, pool=pool)  # (B, G, b)
             w = self.rows.shape[-2]
             self.rows = self.rows.gather(-1, idx[..., None, :].expand(-1, -1, w, -1))
         else:  # tova
+            assert self.last is not None
             idx = keep_tova(self.last, budget)  # (B, b)
             idx = idx[:, None].expand(B, self.G, budget)
         _gather(self.cache, idx)
