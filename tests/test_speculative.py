@@ -23,6 +23,15 @@ def _tv(counts: torch.Tensor, p: torch.Tensor) -> float:
     return 0.5 * float((counts.double() / counts.sum() - p.double()).abs().sum())
 
 
+def _floor(p: torch.Tensor, n: int, g: torch.Generator, sets: int = 10) -> float:
+    """The noise floor: the mean TV to p of ``sets`` sets of n direct draws from p."""
+    V = p.shape[-1]
+    draws = torch.multinomial(p.double(), n * sets, replacement=True, generator=g)
+    return (
+        sum(_tv(torch.bincount(d, minlength=V), p) for d in draws.view(sets, n)) / sets
+    )
+
+
 def _first_token_tv(p, q, seed=0):
     """TV of the first emitted token's empirical law (N drafts) to p[0], and the
     noise floor: TV of N direct draws from p[0]."""
@@ -34,9 +43,7 @@ def _first_token_tv(p, q, seed=0):
     )
     first = tokens[:, 0]
     tv = _tv(torch.bincount(first, minlength=V), p[0])
-    direct = torch.multinomial(p[0], N, replacement=True, generator=g)
-    floor = _tv(torch.bincount(direct, minlength=V), p[0])
-    return tv, floor, j
+    return tv, _floor(p[0], N, g), j
 
 
 @pytest.mark.parametrize(
@@ -84,8 +91,7 @@ def test_second_token_given_acceptance_is_target():
     x = torch.multinomial(q, N, replacement=True, generator=g).T
     tokens, j = verify_batch(p.expand(N, 3, V), q.expand(N, 2, V), x.contiguous(), g)
     assert bool((j >= 1).all())
-    direct = torch.multinomial(p[1], N, replacement=True, generator=g)
-    floor = _tv(torch.bincount(direct, minlength=V), p[1])
+    floor = _floor(p[1], N, g)
     tv = _tv(torch.bincount(tokens[:, 1], minlength=V), p[1])
     assert tv < 3 * floor + 1e-3
 
@@ -306,3 +312,27 @@ def test_generate_bad_input(lms, kwargs, match, exc):
     }
     with pytest.raises(exc, match=match):
         speculative_generate(**args)
+
+
+def test_generated_tokens_follow_the_target_end_to_end(lms):
+    """speculative_generate at temperature 1: the first two tokens' marginals equal the
+    target's (exact, from its logits) within the noise of as many direct draws."""
+    target, draft = lms
+    from attnlab.data.stories import encode
+
+    prompt = torch.tensor([0, *encode("kit and lo and mab . kit gave lo a cup . ")])
+    n = 400  # the draft is far from the target here (TV ~0.8): 400 draws tell
+    with torch.no_grad():
+        p1 = torch.softmax(target(prompt[None])[0, -1].double(), -1)  # (V,)
+        q1 = torch.softmax(draft(prompt[None])[0, -1].double(), -1)
+        ext = torch.cat((prompt.expand(29, -1), torch.arange(29)[:, None]), 1)
+        p2 = p1 @ torch.softmax(target(ext)[:, -1].double(), -1)  # (V,) marginal
+    g = torch.Generator().manual_seed(0)
+    out = torch.stack(
+        [speculative_generate(target, draft, prompt, 2, 2, 1.0, g)[0] for _ in range(n)]
+    )  # (n, 2)
+    for i, p in enumerate((p1, p2)):
+        floor = _floor(p, n, g, sets=50)
+        tv = _tv(torch.bincount(out[:, i], minlength=29), p)
+        assert tv < 3 * floor + 0.01, (i, tv, floor)
+    assert 0.5 * float((q1 - p1).abs().sum()) > 3 * floor + 0.01  # the draft differs
