@@ -336,3 +336,62 @@ def test_generated_tokens_follow_the_target_end_to_end(lms):
         tv = _tv(torch.bincount(out[:, i], minlength=29), p)
         assert tv < 3 * floor + 0.01, (i, tv, floor)
     assert 0.5 * float((q1 - p1).abs().sum()) > 3 * floor + 0.01  # the draft differs
+
+
+def _noncontig(t):
+    if t.dim() == 0:
+        return t
+    out = torch.empty(*reversed(t.shape), dtype=t.dtype).permute(
+        *reversed(range(t.dim()))
+    )
+    return out.copy_(t)
+
+
+MUTATIONS = {  # as tests/test_contract.py: "type" must raise TypeError naming the arg
+    "list": (lambda t: t.tolist(), "type"),
+    "ndarray": (lambda t: t.numpy(), "type"),
+    "string": (lambda t: "0.5", "type"),
+    "dtype": (lambda t: t.long() if t.is_floating_point() else t.float(), "any"),
+    "rank-": (lambda t: t[0], "any"),
+    "rank+": (lambda t: t[None], "any"),
+    "scalar": (lambda t: torch.tensor(0.5), "any"),
+    "empty": (lambda t: t[..., :0], "any"),
+    "nan": (
+        lambda t: t.clone().fill_(float("nan")) if t.is_floating_point() else t,
+        "any",
+    ),
+    "inf": (
+        lambda t: t.clone().fill_(float("inf")) if t.is_floating_point() else t,
+        "any",
+    ),
+    "noncontiguous": (_noncontig, "same"),
+    "stride0": (lambda t: t[..., :1].expand_as(t), "same"),
+    "float16": (lambda t: t.half() if t.is_floating_point() else t, "same"),
+    "bfloat16": (lambda t: t.bfloat16() if t.is_floating_point() else t, "same"),
+}
+
+
+@pytest.mark.parametrize("arg", ["target_probs", "draft_probs", "draft_tokens"])
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_verify_contract(arg, mutation):
+    """Every bad value of every tensor argument: a TypeError/ValueError naming it, or
+    the result of the same call on a plain float32 copy (never another exception)."""
+    g = torch.Generator().manual_seed(0)
+    good = {
+        "target_probs": torch.softmax(torch.randn(4, 6, generator=g), -1),
+        "draft_probs": torch.softmax(torch.randn(3, 6, generator=g), -1),
+        "draft_tokens": torch.tensor([1, 4, 2]),
+    }
+    make, want = MUTATIONS[mutation]
+    bad = make(good[arg])
+    try:
+        out = verify(**{**good, arg: bad}, generator=torch.Generator().manual_seed(1))
+    except (TypeError, ValueError) as e:
+        assert arg in str(e), str(e)
+        return
+    assert want != "type", f"verify({arg}={mutation}) accepted it"
+    if want == "same" and isinstance(bad, torch.Tensor):
+        plain = bad.float() if bad.is_floating_point() else bad.contiguous()
+        ref = verify(**{**good, arg: plain}, generator=torch.Generator().manual_seed(1))
+        assert torch.equal(out, ref)
+    assert out.dtype == torch.long and 1 <= out.shape[0] <= 4
