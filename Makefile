@@ -145,6 +145,7 @@ check: lint unit-quick stripped
 lint: $(STAMP)
 	$(BIN)/ruff check src grader tests tools bench chapters
 	$(BIN)/ruff format --check src grader tests tools bench chapters
+	PYTHONPATH=src:. $(BIN)/lint-imports --no-logo
 	@start=$$(date +%s); $(PY) -m mypy; \
 	echo "mypy (the library, [tool.mypy] in pyproject.toml): $$(( $$(date +%s) - start )) s"
 

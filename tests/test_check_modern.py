@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import fails_with
+from checkhelp import fails_with
 
 import attnlab
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import fails_with
+from checkhelp import fails_with
 
 import attnlab
 

@@ -11,12 +11,12 @@ from attnlab.classifiers import (
     AttentionClassifier,
     TransformerClassifier,
     accuracy_f1,
-    fit_classifier,
     masked_softmax,
     predict_proba,
 )
 from attnlab.data import rationale_task
 from attnlab.explain import attention_rollout, diagnostic_mlp, wp_adversary
+from attnlab.train import bce_loss, fit_classifier
 
 
 def _batch():
@@ -148,3 +148,15 @@ def test_wp_adversary_and_diagnostic_mlp_run_and_learn():
         diagnostic_mlp(tr, te, w_tr[:, :3], w_te)
     with pytest.raises(ValueError, match="lam"):
         wp_adversary(base, tr, lam=-1.0)
+
+
+def test_bce_loss_is_binary_cross_entropy_of_the_logits():
+    d = _batch()
+    torch.manual_seed(0)
+    m = AttentionClassifier(len(d.vocab)).eval()
+    logit = m(d.ids, d.mask)[0]
+    p = torch.sigmoid(logit.double())
+    y = d.labels.double()
+    ref = -(y * p.log() + (1 - y) * (1 - p).log()).mean()  # the float64 formula
+    got = bce_loss(m, d, torch.arange(len(d.ids)))
+    torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-6)

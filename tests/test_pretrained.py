@@ -228,8 +228,12 @@ def test_pool_is_sentence_embedding(model):
 
 
 def test_token_attributions_against_hand_computations(model):
-    from attnlab.explain import attention_rollout, value_norm_attention
-    from attnlab.pretrained import ATTRIBUTION_METHODS, token_attributions
+    from attnlab.explain import (
+        ATTRIBUTION_METHODS,
+        attention_rollout,
+        token_attributions,
+        value_norm_attention,
+    )
 
     text = "rain fell on the roofs."
     got = token_attributions(model, text)

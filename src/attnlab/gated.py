@@ -47,7 +47,8 @@ from __future__ import annotations
 import torch
 
 from . import validation as V
-from .efficient import _guard, elu_feature_map
+from .efficient import elu_feature_map
+from .efficient.linear import safe_denominator
 
 __all__ = [
     "gated_linear_attention",
@@ -104,7 +105,8 @@ def gated_linear_attention(
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
     decay = decay.masked_fill(~causal, -torch.inf).exp()  # (..., T, T), 0 above
     a = (fq @ fk.transpose(-2, -1)) * decay  # (..., T, T) unnormalised weights
-    return ((a @ v) / _guard(a.sum(-1, keepdim=True))).to(dtype)  # (..., T, Dv)
+    # (..., T, Dv)
+    return ((a @ v) / safe_denominator(a.sum(-1, keepdim=True))).to(dtype)
 
 
 def gated_linear_attention_rnn(
@@ -125,7 +127,7 @@ def gated_linear_attention_rnn(
         z = gt * z + fk[..., t, :]  # (..., Dh)
         num = (fq[..., t, :, None] * state).sum(-2)  # (..., Dv)
         den = (fq[..., t, :] * z).sum(-1, keepdim=True)  # (..., 1)
-        outs.append(num / _guard(den))
+        outs.append(num / safe_denominator(den))
     return torch.stack(outs, dim=-2).to(dtype)  # (..., T, Dv)
 
 

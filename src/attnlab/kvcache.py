@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from . import validation as V
 from .decoding import generate
+from .masking import band_mask
 
 __all__ = ["KVCache", "CachedLMStep", "generate_with_cache"]
 
@@ -86,11 +87,8 @@ def _cached_self_attention(mha, x, cache: KVCache, layer: int, past: int):
     k = mha.w_k(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
     v = mha.w_v(x).view(B, t, H, Dh).transpose(1, 2)  # (B, H, t, Dh)
     k, v = cache.append(layer, k, v)  # (B, H, past + t, Dh)
-    i = torch.arange(past, past + t, device=x.device)[
-        :, None
-    ]  # absolute query positions
-    j = torch.arange(past + t, device=x.device)[None, :]
-    mask = j <= i  # (t, past + t): causal, with the offset of the cache
+    # (t, past + t): causal with the cache's offset, query i sees keys j <= past + i
+    mask = band_mask(t, past + t, is_causal=True, device=x.device, align="bottom_right")
     heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, t, Dh)
     return mha.w_o(heads.transpose(1, 2).reshape(B, t, D))  # (B, t, D)
 
@@ -106,9 +104,8 @@ def _forward_cached(lm, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
             return _cached_self_attention(layer.self_attn, h, cache, n, past)
 
         x = layer.residual(x, layer.norm1, layer.dropout1, sa)  # (B, t, D)
-        x = layer.residual(
-            x, layer.norm2, layer.dropout2, layer.feed_forward
-        )  # (B, t, D)
+        # (B, t, D)
+        x = layer.residual(x, layer.norm2, layer.dropout2, layer.feed_forward)
     return lm.out(lm.blocks.norm(x))  # (B, t, V)
 
 

@@ -12,6 +12,14 @@ is ever flipped. Only *boolean* masks differ between ``F.scaled_dot_product_atte
 (and attnlab: ``True`` = may attend) and ``nn.MultiheadAttention`` (``True`` = blocked).
 A float mask of 0/1 indicators is therefore not a mask at all (it adds 1 to some
 scores); :class:`attnlab.MultiHeadAttention` refuses one.
+
+Every mask builder of the library lives here (one home per concept): :func:`causal_mask`,
+:func:`padding_mask`, :func:`band_mask` (sliding window, causal, top-left or
+bottom-right aligned), and, outside the top-level namespace (``__all__``),
+:func:`streaming_mask` (rolling cache + sinks), :func:`position_mask` (from positions,
+chapter 13), :func:`head_pattern_mask` (previous-token and induction pairs, chapter 12),
+:func:`sparse_pattern_mask` (chapter 9's sparse patterns) and :func:`masked_softmax`.
+The modules that once built their own re-export them.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import contextvars
 import math
 import numbers
 import operator
+import os
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -40,6 +50,7 @@ __all__ = [
     "MaskConventionWarning",
     "derived_masks",
     "canonical_mask",
+    "band_mask",
 ]
 
 _DERIVED = contextvars.ContextVar("attnlab_derived_masks", default=False)
@@ -84,16 +95,18 @@ def causal_mask(
     return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S)
 
 
-def streaming_mask(T: int, window: int, n_sink: int = 0) -> torch.Tensor:
+def streaming_mask(
+    T: int, window: int, n_sink: int = 0, device: torch.device | str | None = None
+) -> torch.Tensor:
     """(T, T) bool, True = may attend: causal, keys among the last ``window`` positions
     (the query's own included) or among the first ``n_sink`` (a decoder with a rolling
-    cache and attention sinks). Re-exported by :mod:`attnlab.serving`, its 0.1 home;
-    not in the top-level namespace."""
-    for name, val, low in (("T", T, 0), ("window", window, 1), ("n_sink", n_sink, 0)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
-    i = torch.arange(T)[:, None]  # (T, 1)
-    j = torch.arange(T)[None, :]  # (1, T)
+    cache and attention sinks), on ``device``. Re-exported by :mod:`attnlab.serving`,
+    its 0.1 home; not in the top-level namespace."""
+    T = V.integer(T, "T", "streaming_mask", low=0)
+    window = V.integer(window, "window", "streaming_mask", low=1)
+    n_sink = V.integer(n_sink, "n_sink", "streaming_mask", low=0)
+    i = torch.arange(T, device=device)[:, None]  # (T, 1)
+    j = torch.arange(T, device=device)[None, :]  # (1, T)
     return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
 
 
@@ -274,6 +287,26 @@ class MaskConventionWarning(UserWarning):
     """A mask that looks as if it was written for ``nn.MultiheadAttention``."""
 
 
+_INTERNAL = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,  # attnlab
+    os.path.dirname(os.path.abspath(torch.__file__))
+    + os.sep,  # torch (Module.__call__)
+)
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the function calling this one
+    point at the first frame outside attnlab and torch: the reader's own line, however
+    deep the call came (a layer inside a model inside ``nn.Module.__call__``). A fixed
+    number would land in torch's ``module.py`` (``skip_file_prefixes`` is 3.12+)."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def warn_if_nothing_attended(
     mask: torch.Tensor, name: str = "key_padding_mask"
 ) -> bool:
@@ -340,7 +373,7 @@ def warn_if_nothing_attended(
         f"nn.MultiheadAttention reads the same name the other way round {sense}. "
         f"{fix}.",
         MaskConventionWarning,
-        stacklevel=4,
+        stacklevel=caller_stacklevel(),
     )
     return True
 
@@ -437,3 +470,146 @@ def canonical_mask(
     if mask is not None and mask.dtype != torch.bool and mask.dtype != dtype:
         mask = mask.to(dtype)
     return mask
+
+
+# ------------------------------------------------ bands, positions and patterns
+# Every mask builder of the library lives here (one home per concept); the modules that
+# once built their own re-export them: attnlab.efficient (band_mask), attnlab.circuits
+# (pattern_mask), attnlab.classifiers (masked_softmax), chapter 9's widgets.
+ALIGNS = ("top_left", "bottom_right")
+
+
+def check_window(window) -> None:
+    """A band's half-width: ``None`` (no band) or an int >= 0."""
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window must be an int >= 0, got {window!r}")
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+
+
+def check_align(align) -> None:
+    """Where a causal triangle or band sits when T != S: one of :data:`ALIGNS`."""
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
+
+
+def diagonal_offset(T: int, S: int, align: str) -> int:
+    """Key index on the diagonal of query 0: 0 (top-left) or S - T (bottom-right)."""
+    return 0 if align == "top_left" else S - T
+
+
+def band_mask(
+    T: int,
+    S: int,
+    window: int | None = None,
+    is_causal: bool = False,
+    device=None,
+    align: str = "top_left",
+) -> torch.Tensor:
+    """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
+    if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
+    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
+    check_window(window)
+    check_align(align)
+    i = torch.arange(T, device=device)[:, None] + diagonal_offset(T, S, align)  # (T, 1)
+    j = torch.arange(S, device=device)[None, :]  # (1, S)
+    allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
+    if window is not None:
+        allowed &= (i - j).abs() <= window
+    if is_causal:
+        allowed &= j <= i
+    return allowed
+
+
+def position_mask(
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    *,
+    causal: bool,
+    window: int | None,
+) -> torch.Tensor | None:
+    """Boolean (T, S) mask from positions: causal, and ``i - j < window``."""
+    if not causal and window is None:
+        return None
+    diff = q_pos[:, None] - k_pos[None, :]  # (T, S)
+    ok = diff >= 0 if causal else torch.ones_like(diff, dtype=torch.bool)
+    if window is not None:
+        ok = ok & (diff < window) & (diff > -window)
+    return ok
+
+
+def head_pattern_mask(ids: torch.Tensor, kind: str) -> torch.Tensor:
+    """(B, T, T) bool: the query-key pairs a head of ``kind`` would attend to.
+
+    ``"previous"``: key ``i - 1`` for every query ``i >= 1``. ``"induction"``: key
+    ``j + 1`` for every earlier ``j < i`` holding the same token as query ``i`` (the
+    token after the previous occurrence), with ``j + 1 <= i``.
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise ValueError(f"ids must be (B, T), got {getattr(ids, 'shape', type(ids))}")
+    B, T = ids.shape
+    if kind == "previous":
+        m = torch.zeros(T, T, dtype=torch.bool)
+        m[torch.arange(1, T), torch.arange(T - 1)] = True  # (i, i - 1)
+        return m.expand(B, T, T).clone()
+    if kind == "induction":
+        same = ids[:, :, None] == ids[:, None, :]  # (B, T, T): token i == token j
+        same &= torch.ones(T, T, dtype=torch.bool).tril(-1)  # j < i only
+        m = torch.zeros(B, T, T, dtype=torch.bool)
+        m[:, :, 1:] = same[:, :, :-1]  # pair (i, j) -> (i, j + 1)
+        return m & torch.ones(T, T, dtype=torch.bool).tril()  # j + 1 <= i
+    raise ValueError(f"kind must be 'previous' or 'induction', got {kind!r}")
+
+
+PATTERNS = ["full", "causal", "window", "dilated", "global+local", "strided"]
+
+
+def sparse_pattern_mask(
+    pattern: str,
+    n: int,
+    window: int = 4,
+    dilation: int = 2,
+    n_global: int = 2,
+    causal: bool = False,
+) -> torch.Tensor:
+    """(n, n) boolean mask of ``pattern``; ``window`` keys on each side (times
+    ``dilation`` apart for "dilated"); ``n_global`` first tokens attend and are
+    attended everywhere for "global+local"; ``causal`` also forbids j > i."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+    if window < 0 or dilation < 1 or n_global < 0:
+        raise ValueError(
+            f"need window >= 0, dilation >= 1, n_global >= 0, got {window}, "
+            f"{dilation}, {n_global}"
+        )
+    i = torch.arange(n)[:, None]  # (n, 1)
+    j = torch.arange(n)[None, :]  # (1, n)
+    d = i - j  # (n, n)
+    if pattern in ("full", "causal"):
+        mask = torch.ones(n, n, dtype=torch.bool)
+    elif pattern == "window":
+        mask = d.abs() <= window
+    elif pattern == "strided":  # local heads + strided heads, merged in one mask
+        if window < 1:
+            raise ValueError(
+                f"the strided pattern needs window (the stride) >= 1, got {window}"
+            )
+        mask = (d.abs() < window) | (d % window == 0)
+    elif pattern == "dilated":
+        mask = (d.abs() <= window * dilation) & (d % dilation == 0)
+    else:  # global + local
+        glob = (i < n_global) | (j < n_global)
+        mask = (d.abs() <= window) | glob
+    if causal or pattern == "causal":
+        mask = mask & (j <= i)
+    return mask
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the real positions of each row, (..., T) -> (..., T); zero on
+    padding. A row with no real position is all zeros by construction (``torch.where``),
+    never NaN; a NaN score at a real position stays NaN (NaN in, NaN out, as PyTorch)."""
+    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (..., T)
+    return torch.where(mask.any(-1, keepdim=True), w, torch.zeros_like(w))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .vocab import Vocab, _length_range
+from .vocab import Vocab, length_range
 
 __all__ = [
     "FOCUS",
@@ -38,6 +38,7 @@ __all__ = [
     "RationaleData",
     "rationale_task",
     "rationale_split",
+    "minibatches",
 ]
 
 FOCUS = "overall"  # in the "focus" task the word after it decides the label
@@ -159,7 +160,7 @@ def rationale_task(
         )
     if split not in _SPLITS:
         raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-    lo, hi = _length_range(lengths)
+    lo, hi = length_range(lengths)
     if lo < 5:
         raise ValueError(f"need lengths >= 5, got {lengths}")
     if not isinstance(n, int) or n < 1:
@@ -183,3 +184,16 @@ def rationale_task(
         mask[i, : len(toks)] = True
         rationale[i, rat] = True
     return RationaleData(ids, mask, torch.tensor(labels), rationale, name)
+
+
+def minibatches(
+    data: RationaleData, batch_size: int = 64, epochs: int = 1, seed: int = 0
+):
+    """``(batch, idx)`` pairs: shuffled minibatches of ``data`` and their row indices,
+    ``epochs`` passes in an order fixed by ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        perm = torch.randperm(len(data), generator=g)
+        for i in range(0, len(data), batch_size):
+            idx = perm[i : i + batch_size]
+            yield data[idx], idx

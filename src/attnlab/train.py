@@ -44,6 +44,7 @@ from . import validation as V
 from .data import Batch, Task, Vocab
 from .decoding import Seq2SeqModel, greedy_decode
 from .devices import num_threads, seed_everything
+from .rationales import RationaleData, minibatches
 
 __all__ = [
     "History",
@@ -55,6 +56,8 @@ __all__ = [
     "greedy_ids",
     "evaluate",
     "accuracy_by_length",
+    "fit_classifier",
+    "bce_loss",
 ]
 
 
@@ -394,3 +397,47 @@ def accuracy_by_length(
         L: evaluate(model, task, n=n, lengths=L, seed=seed + 1000 * L, **kw)["accuracy"]
         for L in lengths
     }
+
+
+# ---------------------------------------------- text classifiers (chapter 11)
+def bce_loss(model: nn.Module, batch: RationaleData, idx: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of ``model(batch.ids, batch.mask)[0]`` (logits, (B,)) against
+    ``batch.labels``: :func:`fit_classifier`'s default ``loss_fn`` (``idx`` unused)."""
+    logit = model(batch.ids, batch.mask)[0]  # (B,)
+    return F.binary_cross_entropy_with_logits(logit, batch.labels.float())
+
+
+def fit_classifier(
+    model: nn.Module,
+    data: RationaleData,
+    epochs: int = 3,
+    lr: float = 3e-3,
+    batch_size: int = 64,
+    seed: int = 0,
+    loss_fn: Callable | None = None,
+) -> History:
+    """Train a classifier (:mod:`attnlab.classifiers`) with Adam on :func:`bce_loss`, or
+    on ``loss_fn(model, batch, idx)`` (``idx``: the batch's rows in ``data``, to look up
+    per-example targets), over :func:`attnlab.rationales.minibatches` of ``data``.
+
+    A thin wrapper of :func:`fit` (one thread, no clipping); returns its ``History``.
+    The model's initial weights are whatever it was built with: seed before building it.
+    """
+    if not isinstance(data, RationaleData):
+        raise TypeError(f"data must be a RationaleData, got {type(data).__name__}")
+    if epochs < 1 or batch_size < 1:
+        raise ValueError(
+            f"need epochs >= 1 and batch_size >= 1, got {epochs}, {batch_size}"
+        )
+    loss = loss_fn or bce_loss
+    steps = epochs * -(-len(data) // batch_size)
+    return fit(
+        model,
+        minibatches(data, batch_size, epochs, seed),
+        lambda m, b: loss(m, *b),
+        steps=steps,
+        lr=lr,
+        clip=None,
+        seed=seed,
+        quiet=True,
+    )

@@ -65,7 +65,7 @@ class Vocab:
         return out
 
 
-def _length_range(lengths) -> tuple[int, int]:
+def length_range(lengths) -> tuple[int, int]:
     lo, hi = (lengths, lengths) if isinstance(lengths, int) else tuple(lengths)
     if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 1 or hi < lo:
         raise ValueError(

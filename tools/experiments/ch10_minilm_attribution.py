@@ -5,9 +5,9 @@
 Chapter 10 runs this measurement live; chapter 11 (whose CPU budget is spent on
 training) plots the same numbers from ``src/attnlab/results/ch10_minilm_attribution.json``
 written here. For each of the 24 sentences of chapter 10 and each reading of
-:data:`attnlab.pretrained.ATTRIBUTION_METHODS`, the Spearman correlation over the word
+:data:`attnlab.explain.ATTRIBUTION_METHODS`, the Spearman correlation over the word
 tokens with the effect of deleting each token on the sentence embedding, and with
-replacing it by ``[MASK]`` (:func:`attnlab.pretrained.token_attributions`).
+replacing it by ``[MASK]`` (:func:`attnlab.explain.token_attributions`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from attnlab.devices import run_meta
-from attnlab.explain import spearman
-from attnlab.pretrained import ATTRIBUTION_METHODS, MiniLM, token_attributions
+from attnlab.explain import ATTRIBUTION_METHODS, spearman, token_attributions
+from attnlab.pretrained import MiniLM
 
 OUT = Path(__file__).resolve().parents[2] / (
     "src/attnlab/results/ch10_minilm_attribution.json"

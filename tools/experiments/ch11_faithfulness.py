@@ -7,10 +7,10 @@ sentences (``ch10_minilm_attribution.SENTENCES``) and each reading in ``READINGS
 
 * ``eraser``: ERASER's comprehensiveness and sufficiency (DeYoung et al., 2020) at
   k = 1, 2, 3 word tokens, on the sentence embedding
-  (:func:`attnlab.pretrained.faithfulness.eraser_scores`); their mean over k is the AOPC;
+  (:func:`attnlab.explain.eraser_scores`); their mean over k is the AOPC;
 * ``randomised``: the model-randomisation check (Adebayo et al., 2018): the Spearman
   correlation between the reading on the model and on a copy whose last layer is
-  re-initialised (:func:`~attnlab.pretrained.faithfulness.randomised_top_layer`, seed
+  re-initialised (:func:`~attnlab.explain.randomised_top_layer`, seed
   0), and the same for deletion itself (how much what matters to the output changes).
   A reading that hardly changes cannot be explaining what the last layer computes.
 
@@ -30,14 +30,15 @@ from pathlib import Path
 import torch
 
 from attnlab.devices import run_meta
-from attnlab.explain import spearman
-from attnlab.pretrained import MiniLM, token_attributions
-from attnlab.pretrained.faithfulness import (
+from attnlab.explain import (
     STOP_WORDS,
     eraser_scores,
     norm_rollout,
     randomised_top_layer,
+    spearman,
+    token_attributions,
 )
+from attnlab.pretrained import MiniLM
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "src/attnlab/results/ch11_faithfulness.json"

@@ -36,7 +36,6 @@ from attnlab.classifiers import (
     AttentionClassifier,
     TransformerClassifier,
     accuracy_f1,
-    fit_classifier,
 )
 from attnlab.data import Vocab, rationale_task
 from attnlab.devices import run_meta
@@ -53,6 +52,7 @@ from attnlab.explain import (
     spearman,
 )
 from attnlab.rationales import RationaleData
+from attnlab.train import fit_classifier
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch11_seeds.json"
 SEEDS = (0, 1, 2)

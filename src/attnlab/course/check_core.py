@@ -167,14 +167,15 @@ def _tripwires(forbid: Sequence[str], fn: Callable) -> Iterator[list[str]]:
     patched = []  # (namespace, name, original)
     for dotted, _module, _attr, original in targets:
         if isinstance(original, type):
-            init = original.__init__
+            # a class is spied on through its __init__ (patched on the class itself)
+            init = original.__init__  # type: ignore[misc]
 
             @functools.wraps(init)
             def spy_init(self, *a, _d=dotted, _init=init, **k):
                 called.append(_d)
                 return _init(self, *a, **k)
 
-            original.__init__ = spy_init
+            original.__init__ = spy_init  # type: ignore[misc]
             patched.append((original, "__init__", init))
             continue
 

@@ -42,10 +42,8 @@ Models trained on these batches follow :class:`attnlab.decoding.Seq2SeqModel`
 
 from ..rationales import *  # noqa: F403  (re-exported: attnlab.data.rationale_task)
 from ..rationales import __all__ as _rationale_names
-from ..vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab, _length_range  # noqa: F401
+from ..vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab  # noqa: F401
 from .dates import (  # noqa: F401
-    _DAYS,
-    _HELD_OUT,
     DATE_SPLITS,
     MONTHS,
     TASKS,

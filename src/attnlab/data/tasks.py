@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..masking import padding_mask
-from ..vocab import Vocab, _length_range
+from ..vocab import Vocab, length_range
 
 
 @dataclass
@@ -89,7 +89,7 @@ class Task:
     name = "task"
 
     def __init__(self, lengths=(4, 20), seed: int = 0):
-        self.lengths = _length_range(lengths)
+        self.lengths = length_range(lengths)
         self.seed = seed
         self.rng = random.Random(seed)
         self.src_vocab: Vocab
@@ -110,7 +110,7 @@ class Task:
     def pairs(self, n: int, lengths=None, seed: int | None = None):
         """``n`` examples; ``seed=None`` continues the task's own random stream."""
         rng = self.rng if seed is None else random.Random(seed)
-        lo, hi = _length_range(lengths if lengths is not None else self.lengths)
+        lo, hi = length_range(lengths if lengths is not None else self.lengths)
         return [self.sample(rng, rng.randint(lo, hi)) for _ in range(n)]
 
     def batch(
@@ -134,7 +134,7 @@ class Task:
         have it: no padding, so recurrent models train about twice as fast.
         """
         rng = random.Random(seed)
-        lo, hi = _length_range(lengths if lengths is not None else self.lengths)
+        lo, hi = length_range(lengths if lengths is not None else self.lengths)
         while True:
             span = rng.randint(lo, hi) if bucket else (lo, hi)
             b_seed = rng.randrange(2**31)

@@ -45,36 +45,20 @@ or a chunked prefill against a cache of ``S - T`` earlier keys needs. The slidin
 window's band follows the same diagonal.
 """
 
+from ..masking import ALIGNS, band_mask  # their home: attnlab.masking
 from .flash import (  # noqa: F401
-    _acc_dtype,
-    _blocks,
-    _flash_backward,
-    _flash_forward,
-    _FlashAttention,
-    _group,
-    _padding_mask,
-    _tiled,
-    _triton_usable,
     flash_attention,
     sliding_window_attention,
 )
 from .linear import (  # noqa: F401
-    _guard,
     elu_feature_map,
     linear_attention,
 )
 from .routing import block_routed_attention  # noqa: F401
 from .tiles import (  # noqa: F401
-    ALIGNS,
     BLOCK_K,
     BLOCK_Q,
     LOG2E,
-    _check_align,
-    _check_qkv,
-    _check_window,
-    _offset,
-    _tile_mask,
-    band_mask,
     tile_plan,
 )
 

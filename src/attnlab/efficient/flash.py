@@ -10,15 +10,13 @@ import math
 import torch
 
 from .. import validation as V
+from ..masking import check_align, check_window, diagonal_offset
 from .tiles import (
     BLOCK_K,
     BLOCK_Q,
     LOG2E,
-    _check_align,
-    _check_qkv,
-    _check_window,
-    _offset,
-    _tile_mask,
+    check_tiled_qkv,
+    tile_mask,
 )
 
 
@@ -53,7 +51,7 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k, offset=0,
         acc = q.new_zeros(N, i1 - i0, Dv, dtype=f)  # unnormalised output  (N, Bq, Dv)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
-            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
+            mask = tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
             if isinstance(mask, str):
                 continue  # the whole tile is masked: never computed
             s = tile[:, : i1 - i0, : j1 - j0]  # (N, Bq, Bk)
@@ -98,7 +96,7 @@ def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, blo
         delta = (doi * out[:, i0:i1].to(f)).sum(-1)  # D_i = dO_i . O_i      (N, Bq)
         for j0 in range(0, S, block_k):
             j1 = min(j0 + block_k, S)
-            mask = _tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
+            mask = tile_mask(i0, i1, j0, j1, causal, window, q.device, offset)
             if isinstance(mask, str):
                 continue
             kj, vj = k[:, j0:j1].to(f), v[:, j0:j1].to(f)  # (N, Bk, Dh), (N, Bk, Dv)
@@ -227,7 +225,7 @@ def _tiled(
     q, k, v, scale, causal, window, block_size, align="top_left", key_padding_mask=None
 ):
     lead, (T, Dh), S, Dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
-    _check_align(align)
+    check_align(align)
     fn = "flash_attention" if window is None else "sliding_window_attention"
     scale = V.real(scale, "scale", fn, optional=True)  # NaN/inf/str refused
     causal = V.flag(causal, "is_causal", fn)
@@ -241,14 +239,21 @@ def _tiled(
     if T == 0 or S == 0:  # nothing to tile: (T, 0) @ (0, Dv) is zeros, differentiable
         return (q @ k.transpose(-2, -1)) @ v  # (..., T, Dv), 0 elements or zeros
     if _triton_usable(q):  # CUDA: the Triton kernels, forward and backward
-        from ..kernels.triton_flash import _TritonFlash
+        from ..kernels.triton_flash import TritonFlash
 
         N = math.prod(lead)
         q3 = q.reshape(N, T, Dh).contiguous()  # (N, T, Dh), N = B * H
         k3 = k.reshape(N // group, S, Dh).contiguous()  # (N / G, S, Dh)
         v3 = v.reshape(N // group, S, Dv).contiguous()  # (N / G, S, Dv)
-        out = _TritonFlash.apply(
-            q3, k3, v3, float(scale), bool(causal), window, _offset(T, S, align), kpm
+        out = TritonFlash.apply(
+            q3,
+            k3,
+            v3,
+            float(scale),
+            bool(causal),
+            window,
+            diagonal_offset(T, S, align),
+            kpm,
         )
         return out.reshape(*lead, T, Dv)  # (..., T, Dv)
     if group > 1:  # the readable torch loop repeats the shared heads
@@ -266,7 +271,7 @@ def _tiled(
         window,
         bq,
         bk,
-        _offset(T, S, align),
+        diagonal_offset(T, S, align),
         kpm,
     )
     return out.reshape(*lead, T, Dv)  # (..., T, Dv)
@@ -301,7 +306,9 @@ def flash_attention(
     is_causal : query ``i`` sees keys ``j <= i`` (top-left) or ``j <= i + S - T``
         (``align="bottom_right"``); tiles beyond the diagonal are skipped
     scale : multiplies the scores, default ``1 / sqrt(Dh)``
-    block_size : rows and columns per tile, an int or (Bq, Bk); default (256, 256)
+    block_size : rows and columns per tile, an int or (Bq, Bk); default (256, 256) in
+        the readable torch loop; ignored on CUDA with Triton, whose kernels pick their
+        tiles by autotuning (keyed on T, S, Dh, the mask and the dtype)
     key_padding_mask : bool (B, S) or (..., S), True = may attend (variable-length
         batches); a query with no allowed key gets a zero output
     align : ``"top_left"`` (default, as SDPA's ``is_causal``) or ``"bottom_right"``
@@ -310,7 +317,7 @@ def flash_attention(
     -------
     out : (..., T, Dv), equal to :func:`torch.nn.functional.scaled_dot_product_attention`
     """
-    _check_qkv(q, k, v, "flash_attention", gqa=True)
+    check_tiled_qkv(q, k, v, "flash_attention", gqa=True)
     return _tiled(q, k, v, scale, is_causal, None, block_size, align, key_padding_mask)
 
 
@@ -343,9 +350,10 @@ def sliding_window_attention(
     q, k, v : (..., T, Dh), (..., S, Dh), (..., S, Dv)
     window : int >= 0, keys at distance at most ``window`` on each side; ``None``
         means no band (full attention, as ``band_mask`` reads it)
-    block_size : default ``min(256, max(32, window))`` rows and columns per tile
+    block_size : default ``min(256, max(32, window))`` rows and columns per tile (the
+        torch loop; the Triton kernels on CUDA autotune theirs)
     """
-    _check_qkv(q, k, v, "sliding_window_attention", gqa=True)
+    check_tiled_qkv(q, k, v, "sliding_window_attention", gqa=True)
     if window is None:  # no band at all, as band_mask(T, S, None): full attention
         return flash_attention(
             q,
@@ -356,7 +364,7 @@ def sliding_window_attention(
             block_size=block_size,
             align=align,
         )
-    _check_window(window)
+    check_window(window)
     if block_size is None:
         block_size = min(BLOCK_Q, max(32, window))
     return _tiled(q, k, v, scale, is_causal, window, block_size, align)

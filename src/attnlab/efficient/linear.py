@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import validation as V
-from .tiles import _check_qkv
+from .tiles import check_tiled_qkv
 
 
 # ----------------------------------------------------------------- linear attention
@@ -20,7 +20,7 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1.0
 
 
-def _guard(den: torch.Tensor) -> torch.Tensor:
+def safe_denominator(den: torch.Tensor) -> torch.Tensor:
     """A denominator of 0 means every feature product was 0 (underflow, or no key):
     the numerator is 0 too, and the output is 0 instead of 0/0 = NaN."""
     return den.clamp_min(torch.finfo(den.dtype).tiny)
@@ -55,27 +55,25 @@ def linear_attention(
 
     Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
     """
-    _check_qkv(q, k, v, "linear_attention")
+    check_tiled_qkv(q, k, v, "linear_attention")
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     f = torch.promote_types(q.dtype, torch.float32)  # float32 for 16-bit inputs
     if not is_causal:
         fq, fk = elu_feature_map(q.to(f)), elu_feature_map(k.to(f))  # (..., T/S, Dh)
-        kv = fk.transpose(-2, -1) @ v.to(
-            f
-        )  # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
+        # (..., Dh, S) @ (..., S, Dv) -> (..., Dh, Dv)
+        kv = fk.transpose(-2, -1) @ v.to(f)
         z = fk.sum(-2)  # (..., Dh)
         num = fq @ kv  # (..., T, Dh) @ (..., Dh, Dv) -> (..., T, Dv)
         den = (fq * z[..., None, :]).sum(-1, keepdim=True)  # (..., T, 1)
-        return (num / _guard(den)).to(q.dtype)
+        return (num / safe_denominator(den)).to(q.dtype)
     T, S = q.shape[-2], k.shape[-2]
     if T == 0:
         return v.new_zeros(*q.shape[:-1], v.shape[-1]) + 0 * v.sum()  # (..., 0, Dv)
     # the running sums live in float32 for 16-bit inputs: in bfloat16 the increments of
     # z fall below its spacing after a few thousand keys
-    state = q.new_zeros(
-        *k.shape[:-2], k.shape[-1], v.shape[-1], dtype=f
-    )  # (..., Dh, Dv)
+    # (..., Dh, Dv)
+    state = q.new_zeros(*k.shape[:-2], k.shape[-1], v.shape[-1], dtype=f)
     z = q.new_zeros(*k.shape[:-2], 1, k.shape[-1], dtype=f)  # (..., 1, Dh)
     outs = []
     for c0 in range(0, T, chunk):
@@ -86,7 +84,7 @@ def linear_attention(
         a = (qc @ kc.transpose(-2, -1)).tril()  # j <= i inside the chunk  (..., C, C')
         num = qc @ state + a @ vc  # (..., C, Dv)
         den = (qc * z).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)  # (..., C, 1)
-        outs.append((num / _guard(den)).to(q.dtype))
+        outs.append((num / safe_denominator(den)).to(q.dtype))
         state = state + kc.transpose(-2, -1) @ vc  # (..., Dh, Dv)
         z = z + kc.sum(-2, keepdim=True)  # (..., 1, Dh)
     return torch.cat(outs, dim=-2)  # (..., T, Dv)

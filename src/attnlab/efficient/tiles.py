@@ -1,5 +1,6 @@
-"""The tiles of tiled attention and their masks: the tile sizes, the input checks, the
-band (sliding-window) mask and the plan of which tiles a mask skips."""
+"""The tiles of tiled attention and their masks: the tile sizes, the input checks and
+the plan of which tiles a mask skips (the band mask itself, and its checks, live in
+:mod:`attnlab.masking`; re-exported by :mod:`attnlab.efficient`)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ import math
 import torch
 
 from ..attention import check_qkv
+from ..masking import check_align, diagonal_offset
 
-ALIGNS = ("top_left", "bottom_right")
-
-BLOCK_Q = (
-    256  # rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
-)
+# rows of queries per tile (benchmarked on the 2-core CPU: bench/attention.py)
+BLOCK_Q = 256
 BLOCK_K = 256  # columns of keys per tile
 LOG2E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * LOG2E)
 
 
 # ----------------------------------------------------------------------------- checks
-def _check_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
+def check_tiled_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
     """As every attention function; ``gqa``: k, v may have fewer heads (checked by the
     caller)."""
     check_qkv(q, k, v, fn)  # types, Dh, S, dtype: as every attention function
@@ -46,50 +45,8 @@ def _check_qkv(q, k, v, fn: str, gqa: bool = False) -> None:
         )
 
 
-def _check_window(window) -> None:
-    if window is None:
-        return
-    if isinstance(window, bool) or not isinstance(window, int):
-        raise TypeError(f"window must be an int >= 0, got {window!r}")
-    if window < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
-
-
-def _check_align(align) -> None:
-    if align not in ALIGNS:
-        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
-
-
-def _offset(T: int, S: int, align: str) -> int:
-    """Key index on the diagonal of query 0: 0 (top-left) or S - T (bottom-right)."""
-    return 0 if align == "top_left" else S - T
-
-
-def band_mask(
-    T: int,
-    S: int,
-    window: int | None = None,
-    is_causal: bool = False,
-    device=None,
-    align: str = "top_left",
-) -> torch.Tensor:
-    """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
-    if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
-    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
-    _check_window(window)
-    _check_align(align)
-    i = torch.arange(T, device=device)[:, None] + _offset(T, S, align)  # (T, 1)
-    j = torch.arange(S, device=device)[None, :]  # (1, S)
-    allowed = torch.ones(T, S, dtype=torch.bool, device=device)  # (T, S)
-    if window is not None:
-        allowed &= (i - j).abs() <= window
-    if is_causal:
-        allowed &= j <= i
-    return allowed
-
-
 # ------------------------------------------------------------------- tiles and masks
-def _tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
+def tile_mask(i0, i1, j0, j1, causal: bool, window, device, offset: int = 0):
     """Which entries of the tile rows [i0, i1) x columns [j0, j1) may attend.
 
     ``offset`` shifts the diagonal: query ``i`` is aligned with key ``i + offset``.
@@ -125,13 +82,13 @@ def tile_plan(
     """For each (row block, column block): ``"full"``, ``"masked"`` or ``"skip"``.
 
     The plan the kernels follow; chapter 8's widget draws it."""
-    _check_align(align)
-    off = _offset(T, S, align)
+    check_align(align)
+    off = diagonal_offset(T, S, align)
     plan = []
     for i0 in range(0, T, block_q):
         row = []
         for j0 in range(0, S, block_k):
-            m = _tile_mask(
+            m = tile_mask(
                 i0,
                 min(i0 + block_q, T),
                 j0,

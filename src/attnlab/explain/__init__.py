@@ -35,12 +35,18 @@ Interventions (:mod:`attnlab.explain.interventions`), hooks on attnlab's modules
 :func:`patch_outputs` (activation patching), :func:`knockout` (attention knockout),
 :func:`logit_lens`; :func:`attention_modules` lists a model's attention modules.
 
+On a pretrained model (:class:`attnlab.pretrained.MiniLM`, chapters 10-11):
+:func:`token_attributions` (eight readings of a sentence's tokens and two deletions,
+:mod:`attnlab.explain.attribution`), and a faithfulness panel
+(:mod:`attnlab.explain.faithfulness`): :func:`eraser_scores` (ERASER's
+comprehensiveness and sufficiency), :func:`norm_rollout`, :func:`randomised_top_layer`.
+
 Shapes: B examples, L layers, H heads, T tokens, E embedding width. Masks are True on
 real tokens.
 """
 
+from .attribution import ATTRIBUTION_METHODS, token_attributions
 from .debate import (  # noqa: F401
-    _check_decoder_args,
     adversarial_attention,
     deception_penalty,
     deceptive_loss,
@@ -51,12 +57,13 @@ from .debate import (  # noqa: F401
     wp_adversary,
     wp_adversary_loss,
 )
+from .faithfulness import (
+    STOP_WORDS,
+    eraser_scores,
+    norm_rollout,
+    randomised_top_layer,
+)
 from .importance import (  # noqa: F401
-    _check_scores,
-    _nan_rows,
-    _no_nan,
-    _rankings,
-    _ranks,
     gradient_importance,
     jsd,
     kendall_tau,
@@ -75,8 +82,6 @@ from .interventions import (  # noqa: F401
     patch_outputs,
 )
 from .rollout import (  # noqa: F401
-    _flow_graph,
-    _weight,
     attention_flow,
     attention_rollout,
     residual_attention,
@@ -111,4 +116,10 @@ __all__ = [
     "patch_outputs",
     "knockout",
     "logit_lens",
+    "ATTRIBUTION_METHODS",
+    "token_attributions",
+    "STOP_WORDS",
+    "eraser_scores",
+    "norm_rollout",
+    "randomised_top_layer",
 ]

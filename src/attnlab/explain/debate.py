@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import validation as V
+from ..classifiers import AttentionClassifier, accuracy_f1
+from ..train import fit_classifier
 from .importance import jsd
 
 
@@ -133,8 +135,6 @@ def wp_adversary(
     training :class:`~attnlab.data.RationaleData`. Returns the trained adversary (same
     architecture, eval mode).
     """
-    from ..classifiers import fit_classifier
-
     if lam < 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
     base.eval()
@@ -197,8 +197,6 @@ def diagnostic_mlp(
     training and by ``w_test`` when tested. Weights from a model that knew which
     tokens matter should beat uniform weights. Returns the test ``(accuracy, F1)``.
     """
-    from ..classifiers import AttentionClassifier, accuracy_f1, fit_classifier
-
     if w_train.shape != train.ids.shape or w_test.shape != test.ids.shape:
         raise ValueError(
             f"w_train {tuple(w_train.shape)} and w_test {tuple(w_test.shape)} must match "
@@ -308,7 +306,7 @@ def deception_penalty(
 
 
 def deceptive_loss(lam: float) -> Callable:
-    """A ``loss_fn`` for :func:`attnlab.classifiers.fit_classifier` (Pruthi et al. 2020).
+    """A ``loss_fn`` for :func:`attnlab.train.fit_classifier` (Pruthi et al. 2020).
 
     Binary cross-entropy plus ``lam`` times the mean :func:`deception_penalty`, with
     each example's rationale (``batch.rationale``) as the impermissible tokens: the

@@ -2,7 +2,7 @@
 torch loop of :mod:`attnlab.efficient.flash`.
 
 Forward. One Triton *program* computes one block of ``BLOCK_M`` query rows of one
-(batch, head) — the body of the outer loop of :func:`attnlab.efficient._flash_forward`
+(batch, head) — the body of the outer loop of :func:`attnlab.efficient.flash._flash_forward`
 — and walks the key/value blocks with the same online softmax (FlashAttention-2's loop
 order, Dao 2023), in base 2 like the torch loop (``exp2``, the scale multiplied by
 log2(e)). The difference: the grid runs the row blocks in parallel.
@@ -235,7 +235,7 @@ def _forward3(q3, k3, v3, scale, causal, window, offset, kpm, blocks=None):
     return out, lse
 
 
-class _TritonFlash(torch.autograd.Function):
+class TritonFlash(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q3, k3, v3, scale, causal, window, offset, kpm):
         out, lse = _forward3(q3, k3, v3, scale, causal, window, offset, kpm)
@@ -367,7 +367,7 @@ def triton_flash_attention(
     lead, q3, k3, v3 = _flatten(q, k, v)
     T, S = q3.shape[1], k3.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    out = _TritonFlash.apply(
+    out = TritonFlash.apply(
         q3, k3, v3, scale, bool(is_causal), window, _offset(T, S, align),
         _kpm3(key_padding_mask, lead, S),
     )  # fmt: skip

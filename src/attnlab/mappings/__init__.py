@@ -20,24 +20,13 @@ CamelCase ``nn.Module``.
 """
 
 from .basic import (  # noqa: F401
-    _HALF,
-    _check_dim,
-    _check_float,
-    _check_k,
-    _check_number,
-    _check_scores,
-    _jvp_simplex,
-    _shift,
     argmax,
     sigmoid,
     softmax,
 )
 from .bisection import (  # noqa: F401
-    _INTS,
     EntmaxBisectFunction,
     FusedmaxFunction,
-    _check_alpha,
-    _check_n_iter,
     entmax_bisect,
     fusedmax,
     normmax_bisect,
@@ -49,15 +38,10 @@ from .modules import (  # noqa: F401
     NormmaxBisect,
     Softmax,
     Sparsemax,
-    _Mapping,
 )
 from .sparse import (  # noqa: F401
-    _METHODS,
     Entmax15Function,
     SparsemaxFunction,
-    _entmax15_forward,
-    _method,
-    _sparsemax_forward,
     entmax15,
     sparsemax,
 )

@@ -8,10 +8,10 @@ import torch
 from .. import validation as V
 from ..kernels import sparse as _k
 
-_HALF = (torch.float16, torch.bfloat16)
+HALF = (torch.float16, torch.bfloat16)
 
 
-def _check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
+def check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
     V.tensor(x, arg, name, min_dim=1)
     V.integer(dim, "dim", name)
     if not -x.dim() <= dim < x.dim():
@@ -20,16 +20,16 @@ def _check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
         )
 
 
-def _check_float(x: torch.Tensor, name: str, arg: str = "x") -> None:
+def check_float(x: torch.Tensor, name: str, arg: str = "x") -> None:
     V.floating(x, arg, name)
 
 
-def _check_scores(x: torch.Tensor, dim: int, name: str) -> bool:
+def check_scores(x: torch.Tensor, dim: int, name: str) -> bool:
     """Validate ``x`` and ``dim`` (TypeError / ValueError naming ``name``); under
     :func:`attnlab.debug`, NaN or ``+inf`` raise ValueError. Returns whether ``x`` is
     empty (nothing to compute)."""
-    _check_dim(x, dim, name)
-    _check_float(x, name)
+    check_dim(x, dim, name)
+    check_float(x, name)
     if x.numel() == 0:
         return True
     if V.debugging() and bool((torch.isnan(x) | torch.isposinf(x)).any()):
@@ -58,7 +58,7 @@ def _temperature(value, name: str) -> float | torch.Tensor:
     return V.real(value, "temperature", name, low=0.0, open_low=True, allow_inf=True)
 
 
-def _check_k(k, name: str) -> int | None:
+def check_k(k, name: str) -> int | None:
     """The partial-sort size ``k`` of the sparse mappings: None or an int >= 1."""
     if k is None:
         return None
@@ -79,11 +79,11 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     not ``-inf``; any ``temperature > 0`` is exact (no overflow), and a tensor
     ``temperature`` receives its gradient.
     """
-    empty = _check_scores(x, dim, "softmax")
+    empty = check_scores(x, dim, "softmax")
     t = _temperature(temperature, "softmax")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in _HALF else x
+    xf = x.float() if x.dtype in HALF else x
     # Subtract the row max before dividing by the temperature, so that no finite
     # score overflows (x / 1e-40 would be inf, and inf - inf NaN): x - max <= 0, and
     # (x - max) / t is in [-inf, 0]. A row that is all -inf has max -inf: it is shifted
@@ -105,7 +105,7 @@ def sigmoid(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     ``dim`` is only validated (each score is mapped on its own); NaN gives NaN (NaN or
     ``+inf`` raise ValueError under :func:`attnlab.debug`, as for the other mappings)."""
-    if _check_scores(x, dim, "sigmoid"):
+    if check_scores(x, dim, "sigmoid"):
         return x.clone()
     return torch.sigmoid(x)
 
@@ -117,7 +117,7 @@ def argmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     gradient. A fully ``-inf`` row gives zeros; a row with NaN gives NaN (a ValueError
     under :func:`attnlab.debug`, as NaN or ``+inf``).
     """
-    if _check_scores(x, dim, "argmax"):
+    if check_scores(x, dim, "argmax"):
         return x.detach().clone()
     idx = x.argmax(dim=dim, keepdim=True)
     out = torch.zeros_like(x).scatter_(dim, idx, 1.0)
@@ -127,7 +127,7 @@ def argmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------- shared plumbing
-def _shift(x: torch.Tensor, dim: int, name: str, floor: float | None = _k.FLOOR):
+def shift_scores(x: torch.Tensor, dim: int, name: str, floor: float | None = _k.FLOOR):
     """``z = x - max(x)`` clamped at ``floor``, and the mask of live (not -inf) rows."""
     m = x.amax(dim=dim, keepdim=True)
     if V.debugging() and bool(torch.isnan(m).any() | (m == float("inf")).any()):
@@ -137,7 +137,7 @@ def _shift(x: torch.Tensor, dim: int, name: str, floor: float | None = _k.FLOOR)
     return (z if floor is None else torch.clamp(z, min=floor)), live
 
 
-def _jvp_simplex(g: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
+def jvp_simplex(g: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
     """``J^T g`` for ``J = diag(s) - s s^T / sum(s)``; zero where ``s`` is all zero."""
     den = s.sum(dim=dim, keepdim=True)
     q = (g * s).sum(dim=dim, keepdim=True) / torch.where(den > 0, den, 1)

@@ -9,8 +9,8 @@ import torch
 
 from ..kernels import sparse as _k
 from ..kernels import tv1d as _tv
-from .basic import _HALF, _check_scores, _jvp_simplex, _shift, softmax
-from .sparse import _sparsemax_forward
+from .basic import HALF, check_scores, jvp_simplex, shift_scores, softmax
+from .sparse import sparsemax_forward
 
 
 # --------------------------------------------------------------------- alpha-entmax
@@ -27,7 +27,7 @@ class EntmaxBisectFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, alpha, dim=-1, n_iter=None):
-        z, live = _shift(x, dim, "entmax_bisect", floor=None)
+        z, live = shift_scores(x, dim, "entmax_bisect", floor=None)
         a = alpha.to(x.dtype).expand_as(z.narrow(dim, 0, 1))
         one = a == 1
         a_safe = torch.where(one, torch.full_like(a, 2.0), a)  # bisection off alpha=1
@@ -48,7 +48,7 @@ class EntmaxBisectFunction(torch.autograd.Function):
         dim = ctx.dim
         pos = p > 0
         s = torch.where(pos, torch.where(pos, p, 1).pow(2 - a), 0)
-        dx = _jvp_simplex(g, s, dim)
+        dx = jvp_simplex(g, s, dim)
         da = None
         if ctx.needs_input_grad[1]:
             den = s.sum(dim=dim, keepdim=True)
@@ -131,8 +131,8 @@ def entmax_bisect(
     one alpha per head, ``(H, 1, 1)``); a tensor ``alpha`` that requires grad gets a
     gradient (Correia, Niculae & Martins 2019 learn it per head).
     """
-    empty = _check_scores(x, dim, "entmax_bisect")
-    xf = x.float() if x.dtype in _HALF else x
+    empty = check_scores(x, dim, "entmax_bisect")
+    xf = x.float() if x.dtype in HALF else x
     alpha = _check_alpha(alpha, x, xf, dim, "entmax_bisect", 0.0)
     n_iter = _check_n_iter(n_iter, "entmax_bisect")
     if empty:
@@ -161,8 +161,8 @@ def normmax_bisect(
     equation); it is written as a straight-through ``tau`` so that autograd computes
     it. ``-inf`` scores get 0, a fully masked row all zeros.
     """
-    empty = _check_scores(x, dim, "normmax_bisect")
-    xf = x.float() if x.dtype in _HALF else x
+    empty = check_scores(x, dim, "normmax_bisect")
+    xf = x.float() if x.dtype in HALF else x
     alpha = _check_alpha(alpha, x, xf, dim, "normmax_bisect", 1.0)
     n_iter = _check_n_iter(n_iter, "normmax_bisect")
     if empty:
@@ -170,7 +170,8 @@ def normmax_bisect(
     if n_iter is None:
         n_iter = 60 if xf.dtype == torch.float64 else 32
     a = alpha.to(xf.dtype)
-    z, live = _shift(xf, dim, "normmax_bisect", floor=None)  # max of each row is 0
+    # max of each row is 0
+    z, live = shift_scores(xf, dim, "normmax_bisect", floor=None)
     ad = a.detach().expand_as(z.narrow(dim, 0, 1))
     tau = NormmaxTau.apply(z, ad, dim, n_iter)  # (..., 1, ...), differentiable in z
     u = z - tau
@@ -226,9 +227,9 @@ class FusedmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, lam=1.0, dim=-1):
-        _shift(x, dim, "fusedmax")  # validates NaN / +inf
+        shift_scores(x, dim, "fusedmax")  # validates NaN / +inf
         y, ctx.groups = _tv.prox_tv1d_batch(x.detach(), lam, dim)
-        p, _ = _sparsemax_forward(y, dim)
+        p, _ = sparsemax_forward(y, dim)
         ctx.dim = dim
         ctx.save_for_backward(p)
         return p
@@ -236,7 +237,7 @@ class FusedmaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (p,) = ctx.saved_tensors
-        gy = _jvp_simplex(g, (p > 0).to(g.dtype), ctx.dim)
+        gy = jvp_simplex(g, (p > 0).to(g.dtype), ctx.dim)
         return _tv.group_mean(gy, ctx.groups, ctx.dim), None, None
 
 
@@ -249,7 +250,7 @@ def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:
     prefers contiguous spans of equal weight. ``-inf`` positions are dropped before the
     prox (their neighbours become adjacent) and get weight 0. ``lam = 0`` is sparsemax.
     """
-    empty = _check_scores(x, dim, "fusedmax")
+    empty = check_scores(x, dim, "fusedmax")
     if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
         raise TypeError(f"fusedmax: lam must be a real number, got {lam!r}")
     lam_f = float(lam)
@@ -257,5 +258,5 @@ def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:
         raise ValueError(f"fusedmax: lam must be finite and >= 0, got {lam}")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in _HALF else x
+    xf = x.float() if x.dtype in HALF else x
     return FusedmaxFunction.apply(xf, lam_f, dim).to(x.dtype)

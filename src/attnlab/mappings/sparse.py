@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels import sparse as _k
-from .basic import _HALF, _check_k, _check_scores, _shift
+from .basic import HALF, check_k, check_scores, shift_scores
 
 # ------------------------------------------------------------------------ sparsemax
 _METHODS = ("topk", "iter", "sort")
@@ -18,12 +18,12 @@ def _method(method: str, name: str) -> str:
     return method
 
 
-def _sparsemax_forward(x, dim, method="topk", k=None):
+def sparsemax_forward(x, dim, method="topk", k=None):
     """``(p, |S|)``: the weights and the support size of each row."""
     if method == "topk":
         m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax", k)
         return (x - m).sub_(tau).clamp_(min=0), size  # -inf -> 0; dead rows: m = 0
-    z, live = _shift(x, dim, "sparsemax")
+    z, live = shift_scores(x, dim, "sparsemax")
     tau_fn = _k.sparsemax_tau_iter if method == "iter" else _k.sparsemax_tau_sort
     p = torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
     return p, (p > 0).sum(dim=dim, keepdim=True).to(p.dtype)
@@ -37,7 +37,7 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1, method="topk", k=None):
-        p, size = _sparsemax_forward(x, dim, method, k)
+        p, size = sparsemax_forward(x, dim, method, k)
         ctx.dim = dim
         ctx.save_for_backward(p, size)
         return p
@@ -74,12 +74,12 @@ def sparsemax(
         any ``k >= 1`` gives the exact answer. ``None``: a default that fits typical
         supports.
     """
-    empty = _check_scores(x, dim, "sparsemax")
-    k = _check_k(k, "sparsemax")
+    empty = check_scores(x, dim, "sparsemax")
+    k = check_k(k, "sparsemax")
     method = _method(method, "sparsemax")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in _HALF else x
+    xf = x.float() if x.dtype in HALF else x
     return SparsemaxFunction.apply(xf, dim, method, k).to(x.dtype)
 
 
@@ -90,7 +90,7 @@ def _entmax15_forward(x, dim, method="topk", k=None):
         m, tau, s_sum = _k.threshold_topk(x, dim, "entmax15", "entmax15", k)
         p = torch.add(-tau, x - m, alpha=0.5).clamp_(min=0).square_()  # [z/2 - tau]_+^2
         return p, s_sum
-    z, live = _shift(x, dim, "entmax15")
+    z, live = shift_scores(x, dim, "entmax15")
     tau_fn = _k.entmax15_tau_iter if method == "iter" else _k.entmax15_tau_sort
     p = torch.where(live, torch.clamp(z / 2 - tau_fn(z, dim), min=0).square(), 0)
     return p, p.sqrt().sum(dim=dim, keepdim=True)
@@ -132,10 +132,10 @@ def entmax15(
     exact support check). All methods are exact. ``k`` is the size of the first
     partial sort, as in :func:`sparsemax`.
     """
-    empty = _check_scores(x, dim, "entmax15")
-    k = _check_k(k, "entmax15")
+    empty = check_scores(x, dim, "entmax15")
+    k = check_k(k, "entmax15")
     method = _method(method, "entmax15")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in _HALF else x
+    xf = x.float() if x.dtype in HALF else x
     return Entmax15Function.apply(xf, dim, method, k).to(x.dtype)

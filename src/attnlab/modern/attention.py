@@ -16,6 +16,7 @@ import math
 import torch
 from torch import nn
 
+from ..masking import position_mask
 from .rope import RoPE, alibi_bias
 
 __all__ = ["Attention", "Cache", "RMSNorm", "attend"]
@@ -114,30 +115,13 @@ def attend(
     return weights @ v, weights  # (B, H, T, S) @ (B, H, S, Dv) -> (B, H, T, Dv)
 
 
-def _positive_int(value, name: str) -> int:
+def positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"Attention: {name} must be a positive int, got {value!r}")
     return value
 
 
-def layer_mask(
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor,
-    *,
-    causal: bool,
-    window: int | None,
-) -> torch.Tensor | None:
-    """Boolean (T, S) mask from positions: causal, and ``i - j < window``."""
-    if not causal and window is None:
-        return None
-    diff = q_pos[:, None] - k_pos[None, :]  # (T, S)
-    ok = diff >= 0 if causal else torch.ones_like(diff, dtype=torch.bool)
-    if window is not None:
-        ok = ok & (diff < window) & (diff > -window)
-    return ok
-
-
-def _merge(mask: torch.Tensor | None, attn_mask, T: int, S: int):
+def merge_attn_mask(mask: torch.Tensor | None, attn_mask, T: int, S: int):
     if attn_mask is None:
         return mask
     if not isinstance(attn_mask, torch.Tensor):
@@ -202,9 +186,9 @@ class Attention(nn.Module):
         norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
-        D = _positive_int(embed_dim, "embed_dim")
-        H = _positive_int(num_heads, "num_heads")
-        G = H if num_kv_heads is None else _positive_int(num_kv_heads, "num_kv_heads")
+        D = positive_int(embed_dim, "embed_dim")
+        H = positive_int(num_heads, "num_heads")
+        G = H if num_kv_heads is None else positive_int(num_kv_heads, "num_kv_heads")
         if H % G:
             raise ValueError(
                 f"Attention: num_heads ({H}) must be a multiple of num_kv_heads ({G})"
@@ -216,7 +200,7 @@ class Attention(nn.Module):
                     "or head_dim given"
                 )
             head_dim = D // H
-        Dh = _positive_int(head_dim, "head_dim")
+        Dh = positive_int(head_dim, "head_dim")
         if rope is not None and not isinstance(rope, RoPE):
             raise TypeError(f"Attention: rope must be a RoPE or None, got {rope!r}")
         if rope is not None:
@@ -228,7 +212,7 @@ class Attention(nn.Module):
                 f"Attention: softcap must be a positive number, got {softcap!r}"
             )
         if window is not None:
-            _positive_int(window, "window")
+            positive_int(window, "window")
         if scale is not None and not scale > 0:
             raise ValueError(f"Attention: scale must be positive, got {scale!r}")
         self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim = D, H, G, Dh
@@ -285,7 +269,7 @@ class Attention(nn.Module):
         B, T, D = x.shape
         H, G, Dh = self.num_heads, self.num_kv_heads, self.head_dim
         past = 0 if cache is None else cache.length
-        pos = _positions(position_ids, past, B, T, x.device)
+        pos = position_ids_of(position_ids, past, B, T, x.device)
         q = self.q_proj(x).view(B, T, H, Dh)  # (B, T, H, Dh)
         k = self.k_proj(x).view(B, T, G, Dh)  # (B, T, G, Dh)
         v = self.v_proj(x).view(B, T, G, Dh).transpose(1, 2)  # (B, G, T, Dh)
@@ -301,8 +285,8 @@ class Attention(nn.Module):
         k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
         v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
         q_pos = pos
-        mask = layer_mask(q_pos, k_pos, causal=self.causal, window=self.window)
-        mask = _merge(mask, attn_mask, T, S)
+        mask = position_mask(q_pos, k_pos, causal=self.causal, window=self.window)
+        mask = merge_attn_mask(mask, attn_mask, T, S)
         if self.record_max_logit:  # for chapter 13's stability sweep
             raw = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)
             self.max_logit = float(raw.detach().abs().amax())
@@ -334,7 +318,7 @@ class Attention(nn.Module):
         return attention_from_hf(cls, module)
 
 
-def _positions(position_ids, past: int, B: int, T: int, device) -> torch.Tensor:
+def position_ids_of(position_ids, past: int, B: int, T: int, device) -> torch.Tensor:
     if position_ids is None:
         return torch.arange(past, past + T, device=device)  # (T,)
     if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():

@@ -19,14 +19,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..masking import position_mask
 from .attention import (
     Cache,
     RMSNorm,
-    _merge,
-    _positions,
-    _positive_int,
     attend,
-    layer_mask,
+    merge_attn_mask,
+    position_ids_of,
+    positive_int,
 )
 from .rope import RoPE
 
@@ -73,14 +73,14 @@ class LatentAttention(nn.Module):
         norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
-        D = _positive_int(embed_dim, "embed_dim")
-        H = _positive_int(num_heads, "num_heads")
-        dc = _positive_int(kv_rank, "kv_rank")
+        D = positive_int(embed_dim, "embed_dim")
+        H = positive_int(num_heads, "num_heads")
+        dc = positive_int(kv_rank, "kv_rank")
         dn, dr = (
-            _positive_int(nope_dim, "nope_dim"),
-            _positive_int(rope_dim, "rope_dim"),
+            positive_int(nope_dim, "nope_dim"),
+            positive_int(rope_dim, "rope_dim"),
         )
-        dv = _positive_int(v_dim, "v_dim")
+        dv = positive_int(v_dim, "v_dim")
         if dr % 2:
             raise ValueError(f"LatentAttention: rope_dim must be even, got {dr}")
         rope = RoPE() if rope is None else rope
@@ -97,7 +97,7 @@ class LatentAttention(nn.Module):
         if q_rank is None:
             self.q_proj: nn.Module = nn.Linear(D, H * (dn + dr), bias=False)
         else:
-            dq = _positive_int(q_rank, "q_rank")
+            dq = positive_int(q_rank, "q_rank")
             self.q_proj = nn.Sequential(
                 nn.Linear(D, dq, bias=False),
                 RMSNorm(dq, norm_eps),
@@ -146,7 +146,7 @@ class LatentAttention(nn.Module):
             self.v_dim,
         )
         past = 0 if cache is None else cache.length
-        pos = _positions(position_ids, past, B, T, x.device)  # (T,)
+        pos = position_ids_of(position_ids, past, B, T, x.device)  # (T,)
         q = self.q_proj(x).view(B, T, H, dn + dr).transpose(1, 2)  # (B, H, T, dn+dr)
         q_n, q_r = q[..., :dn], self.rope(q[..., dn:], pos)  # (B, H, T, dn), (.., dr)
         ckr = self.kv_down(x)  # (B, T, dc + dr)
@@ -157,8 +157,8 @@ class LatentAttention(nn.Module):
         if cache is not None:
             c, k_r, k_pos = cache.append(c, k_r, pos)  # (B, S, dc), (B, S, dr), (S,)
         S = c.shape[-2]
-        mask = _merge(
-            layer_mask(pos, k_pos, causal=self.causal, window=None), attn_mask, T, S
+        mask = merge_attn_mask(
+            position_mask(pos, k_pos, causal=self.causal, window=None), attn_mask, T, S
         )
         w = self.kv_up.weight.view(H, dn + dv, dc)  # (H, dn+dv, dc)
         w_uk, w_uv = w[:, :dn], w[:, dn:]  # (H, dn, dc), (H, dv, dc)
@@ -166,14 +166,12 @@ class LatentAttention(nn.Module):
             q_lat = q_n @ w_uk  # (B, H, T, dn) @ (H, dn, dc) -> (B, H, T, dc)
             q_cat = torch.cat((q_lat, q_r), -1)  # (B, H, T, dc + dr)
             kv = torch.cat((c, k_r), -1)[:, None]  # (B, 1, S, dc + dr): one shared head
-            o_lat, weights = attend(
-                q_cat, kv, c[:, None], mask, scale=self.scale
-            )  # (B, H, T, dc), (B, H, T, S)
+            # (B, H, T, dc), (B, H, T, S)
+            o_lat, weights = attend(q_cat, kv, c[:, None], mask, scale=self.scale)
             out = o_lat @ w_uv.transpose(-2, -1)  # (B, H, T, dc) @ (H, dc, dv)
         else:
-            kv = (
-                self.kv_up(c).view(B, S, H, dn + dv).transpose(1, 2)
-            )  # (B, H, S, dn+dv)
+            # (B, H, S, dn+dv)
+            kv = self.kv_up(c).view(B, S, H, dn + dv).transpose(1, 2)
             k = torch.cat((kv[..., :dn], k_r[:, None].expand(B, H, S, dr)), -1)
             v = kv[..., dn:]  # (B, H, S, dv)
             q_cat = torch.cat((q_n, q_r), -1)  # (B, H, T, dn + dr)

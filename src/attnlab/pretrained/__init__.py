@@ -18,12 +18,6 @@ needed). The weights are read with ``safetensors`` and the text is split with
 The test suite holds it against ``transformers``' ``BertModel`` on the same files.
 """
 
-from .attribution import (  # noqa: F401
-    ATTRIBUTION_METHODS,
-    _deletion,
-    _jvp_tokens,
-    token_attributions,
-)
 from .model import (  # noqa: F401
     INSTALL_HINT,
     MiniLM,
@@ -32,3 +26,22 @@ from .model import (  # noqa: F401
 )
 
 __all__ = ["MiniLMConfig", "MiniLM", "model_dir", "INSTALL_HINT"]
+
+# 0.2 names of the attribution tools, which moved to attnlab.explain (an explain tool;
+# models do not import those): deprecated, resolved at call time.
+_MOVED = ("ATTRIBUTION_METHODS", "token_attributions")
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import warnings
+
+        warnings.warn(
+            f"attnlab.pretrained.{name} moved: import it from attnlab.explain",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from ..explain import attribution
+
+        return getattr(attribution, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -159,9 +159,8 @@ class MiniLM(nn.Module):
         module(e + "LayerNorm", self.embed_norm)
         for i, layer in enumerate(self.layers):
             p = f"encoder.layer.{i}."
-            a: Any = (
-                layer.self_attn
-            )  # MultiHeadAttention (nn.ModuleList items are Modules)
+            # MultiHeadAttention (nn.ModuleList items are Modules)
+            a: Any = layer.self_attn
             module(p + "attention.self.query", a.w_q)
             module(p + "attention.self.key", a.w_k)
             module(p + "attention.self.value", a.w_v)

@@ -38,7 +38,6 @@ from .by_name import (  # noqa: F401
 )
 from .crf import (  # noqa: F401
     SegmentationAttention,
-    _check_crf,
     enumerate_linear_chain,
     linear_chain_log_partition,
     linear_chain_marginals,
@@ -47,8 +46,6 @@ from .crf import (  # noqa: F401
 from .hard import (  # noqa: F401
     GumbelSoftmax,
     ReinforceSample,
-    _check_scores,
-    _dead_rows,
 )
 
 __all__ = [

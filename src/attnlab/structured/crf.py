@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .. import mappings as M
+from ..mappings.basic import check_dim, check_float
 
 
 # ------------------------------------------------------------------- input checks
@@ -137,9 +137,8 @@ def enumerate_linear_chain(
             f"enumerate_linear_chain: C^n = {C}^{n} labellings is too many"
         )
     grids = torch.meshgrid(*[torch.arange(C)] * n, indexing="ij")
-    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(
-        unary.device
-    )  # (K, n)
+    # (K, n)
+    configs = torch.stack([g.flatten() for g in grids], dim=-1).to(unary.device)
     pos = torch.arange(n, device=unary.device)
     score = unary[:, pos, configs].sum(-1)  # (B, K, n) -> (B, K)
     if n > 1:
@@ -162,8 +161,8 @@ def segmentation_marginals(
     ``scores`` has any shape ``(..., S, ...)``; ``-inf`` scores are masked keys (weight
     0, skipped by the chain); a fully masked row gives zeros.
     """
-    M._check_dim(scores, dim, "segmentation_marginals", "scores")
-    M._check_float(scores, "segmentation_marginals", "scores")
+    check_dim(scores, dim, "segmentation_marginals", "scores")
+    check_float(scores, "segmentation_marginals", "scores")
     if not isinstance(transition, torch.Tensor):
         raise TypeError(
             f"segmentation_marginals: transition must be a (2, 2) tensor, got "

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import mappings as M
+from ..mappings.basic import check_dim, check_float
 
 
 # ------------------------------------------------------------------ hard attention
@@ -16,8 +17,8 @@ def _dead_rows(scores: torch.Tensor) -> torch.Tensor:
 
 
 def _check_scores(scores, name):
-    M._check_dim(scores, -1, name)
-    M._check_float(scores, name)
+    check_dim(scores, -1, name)
+    check_float(scores, name)
     if bool(torch.isnan(scores).any() | (scores == float("inf")).any()):
         raise ValueError(f"{name}: scores contain NaN or +inf ({tuple(scores.shape)})")
 

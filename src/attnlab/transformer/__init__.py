@@ -44,7 +44,6 @@ from .stacks import (
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
-    _capture_weights,  # noqa: F401  (the 0.1 name of capture_attention, deprecated)
     capture_attention,
 )
 
@@ -59,3 +58,17 @@ __all__ = [
     "copy_from_torch",
     "capture_attention",
 ]
+
+
+def __getattr__(name: str):
+    """``_capture_weights``, the 0.1 name of :func:`capture_attention`: deprecated."""
+    if name == "_capture_weights":
+        import warnings
+
+        warnings.warn(
+            "attnlab.transformer._capture_weights is deprecated: use capture_attention",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return capture_attention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -161,9 +161,8 @@ class TransformerEncoderLayer(_Sublayers, nn.Module):
             )[0]
 
         x = self.residual(src, self.norm1, self.dropout1, sa)  # (B, S, D)
-        return self.residual(
-            x, self.norm2, self.dropout2, self.feed_forward
-        )  # (B, S, D)
+        # (B, S, D)
+        return self.residual(x, self.norm2, self.dropout2, self.feed_forward)
 
 
 class TransformerDecoderLayer(_Sublayers, nn.Module):
@@ -245,6 +244,5 @@ class TransformerDecoderLayer(_Sublayers, nn.Module):
 
         x = self.residual(tgt, self.norm1, self.dropout1, sa)  # (B, T, D)
         x = self.residual(x, self.norm2, self.dropout2, ca)  # (B, T, D)
-        return self.residual(
-            x, self.norm3, self.dropout3, self.feed_forward
-        )  # (B, T, D)
+        # (B, T, D)
+        return self.residual(x, self.norm3, self.dropout3, self.feed_forward)

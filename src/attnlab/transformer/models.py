@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import validation as V
 from ..decoding import beam_search, generate, greedy_decode
 from ..masking import derived_masks, padding_mask
 from ..positional import get_positional
@@ -19,12 +20,21 @@ from .stacks import (
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
-    _check_ids,
     capture_attention,
 )
 
 if TYPE_CHECKING:
     from ..data import Batch
+
+
+def _check_ids(ids, name: str, vocab: int, shape: str, fn: str) -> None:
+    """Token ids ``shape`` (2-D), integers in ``[0, vocab)`` (attnlab.validation)."""
+    if isinstance(ids, torch.Tensor) and ids.dim() != 2:
+        raise ValueError(
+            f"{name} must be token ids {shape}, got shape {tuple(ids.shape)}; add a "
+            "batch dimension with ids[None]"
+        )
+    V.token_ids(ids, vocab, name, fn)
 
 
 class _Embed(nn.Module):
@@ -90,7 +100,7 @@ class Seq2SeqTransformer(nn.Module):
         (without lengths) the ids that are not ``cfg.pad_id``. An empty source (length
         0) is attended by no query: its cross-attention contributes zeros, no NaN.
         """
-        _check_ids(src, "src", self.config.src_vocab, "(B, S)")
+        _check_ids(src, "src", self.config.src_vocab, "(B, S)", type(self).__name__)
         if src_lengths is None:
             mask = src != self.config.pad_id  # (B, S)
         else:
@@ -126,7 +136,9 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: torch.Tensor,
         src_lengths: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        _check_ids(tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)")
+        _check_ids(
+            tgt_in, "tgt_in", self.config.tgt_vocab, "(B, T)", type(self).__name__
+        )
         memory, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, memory, mask)
 
@@ -244,7 +256,7 @@ class TransformerLM(nn.Module):
         return self.config
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        _check_ids(ids, "ids", self.config.tgt_vocab, "(B, T)")
+        _check_ids(ids, "ids", self.config.tgt_vocab, "(B, T)", type(self).__name__)
         B, T = ids.shape
         return self.out(self.blocks(self.embed(ids), is_causal=True))  # (B, T, V)
 

@@ -194,26 +194,3 @@ def capture_attention(
     finally:
         for h in handles:
             h.remove()
-
-
-def _check_ids(ids, name: str, vocab: int, shape: str) -> None:
-    """Token ids: a 2-D integer tensor with every id in ``[0, vocab)``."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a tensor of token ids {shape}, got {type(ids)}"
-        )
-    if ids.dim() != 2:
-        raise ValueError(
-            f"{name} must be token ids {shape}, got shape {tuple(ids.shape)}; add a "
-            "batch dimension with ids[None]"
-        )
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"{name} must be integer token ids, got {ids.dtype}")
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-        raise ValueError(
-            f"{name} must be in [0, {vocab}) (the vocabulary size), got ids from "
-            f"{int(ids.min())} to {int(ids.max())}"
-        )
-
-
-_capture_weights = capture_attention  # the 0.1 name (deprecated)

@@ -90,8 +90,12 @@ def translation_maps(model, task, texts) -> dict:
         if r["weights"] is None:
             raise ValueError("translation_maps needs a model with attention")
         rows = (list(r["out"]) + ["<eos>"])[: r["weights"].shape[0]]
-        out[text] = {"src": r["src"], "out": rows, "weights": r["weights"],
-                     "text": r["text"]}  # fmt: skip
+        out[text] = {
+            "src": r["src"],
+            "out": rows,
+            "weights": r["weights"],
+            "text": r["text"],
+        }
     return out
 
 
@@ -141,8 +145,10 @@ def seq2seq_live_twin(
         model.config.attention is None
         or model_no_attention.config.attention is not None
     ):
-        raise ValueError("seq2seq_live_twin takes the attention model first, then the "
-                         "model without attention")  # fmt: skip
+        raise ValueError(
+            "seq2seq_live_twin takes the attention model first, then the "
+            "model without attention"
+        )
     examples = [str(e) for e in examples]
     if not examples:
         raise ValueError("seq2seq_live_twin needs at least one example")
@@ -196,8 +202,12 @@ def _seq2seq_reference(settings: dict, data: dict) -> dict:
     try:
         task.encode(text)
     except ValueError as err:
-        return {"output": "", "output_no_attention": "", "message": str(err),
-                "unknown": ""}  # fmt: skip
+        return {
+            "output": "",
+            "output_no_attention": "",
+            "message": str(err),
+            "unknown": "",
+        }
     out = {"message": ""}
     for key, suffix in (("attention", ""), ("no_attention", "_no_attention")):
         r = rebuild_model(data["models"][key]).translate(task, text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ...mappings import entmax15, entmax_bisect, softmax, sparsemax
-from ..check_core import Case, run_check
+from ..check_core import Case, CheckResult, run_check
 from ..check_diagnose import diagnosing, is_constant, same
 
 __all__ = [
@@ -36,7 +36,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tail_mass": (),  # one topk: nothing in the library to call
     # the library's forward passes carry its backward: autograd through them is it
     "entmax_vjp": _MAPPINGS
-    + ("attnlab.mappings.softmax", "attnlab.mappings._jvp_simplex"),
+    + ("attnlab.mappings.softmax", "attnlab.mappings.basic.jvp_simplex"),
 }
 
 _INF = float("-inf")
@@ -81,7 +81,7 @@ def _inputs() -> list[tuple[str, torch.Tensor, str]]:
     ]
 
 
-def sparsemax_sort(fn) -> bool:
+def sparsemax_sort(fn) -> CheckResult:
     """Check ``fn(scores) -> weights``: sparsemax along the last dim by sorting."""
     cases = [Case(lbl, (x.clone(),), sparsemax(x), hint) for lbl, x, hint in _inputs()]
     fn, compare = diagnosing(fn, cases, _diagnose_sparsemax)
@@ -141,7 +141,7 @@ def _ascending_tau(x: torch.Tensor) -> torch.Tensor:
     return (cumsum.gather(-1, size - 1) - 1) / size
 
 
-def tail_mass(fn) -> bool:
+def tail_mass(fn) -> CheckResult:
     """Check ``fn(p, k) -> mass``: the weight outside the ``k`` largest, last dim.
 
     ``p`` is any tensor of weights (rows on the simplex); the answer has ``p``'s shape
@@ -193,7 +193,7 @@ def _entmax_fn(alpha: float):
     return lambda x: entmax_bisect(x, alpha)
 
 
-def entmax_vjp(fn) -> bool:
+def entmax_vjp(fn) -> CheckResult:
     """Check ``fn(p, g, alpha) -> J^T g`` for the α-entmax output ``p`` (α >= 1).
 
     ``J = diag(u) - u uᵀ / sum(u)`` with ``u_j = p_j^(2 - α)`` on the support and 0 off

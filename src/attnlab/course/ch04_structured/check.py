@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ...structured import (
@@ -9,7 +11,7 @@ from ...structured import (
     linear_chain_log_partition,
     linear_chain_marginals,
 )
-from ..check_core import Case, run_check
+from ..check_core import Case, CheckResult, run_check
 from ..check_diagnose import diagnosing, is_constant, same
 
 __all__ = ["reinforce_estimates", "log_partition", "viterbi"]
@@ -95,14 +97,14 @@ def _wrap(fn):
     return _Seeded(fn) if callable(fn) else fn
 
 
-def reinforce_estimates(fn) -> bool:
+def reinforce_estimates(fn) -> CheckResult:
     """Check ``fn(scores, reward, n_samples, baseline) -> (n_samples, n)`` estimates.
 
     Each row is one single-sample REINFORCE estimate ``(r_i - b) ∇_θ log p_i`` of
     ``∇_θ E[r]`` for ``i ~ softmax(scores)``. The check tests that they average to the
     exact gradient and that a baseline near ``E[r]`` shrinks their variance.
     """
-    f64 = dict(dtype=torch.float64)
+    f64: dict[str, Any] = {"dtype": torch.float64}
     theta = torch.tensor([0.5, -0.3, 1.2, 0.0], **f64)
     r = torch.tensor([1.0, 0.0, 2.0, -1.0], **f64)
     shifted = r + 10.0
@@ -203,7 +205,7 @@ def _crf_inputs() -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
     ]
 
 
-def log_partition(fn) -> bool:
+def log_partition(fn) -> CheckResult:
     """Check ``fn(unary (B, n, C), transition (C, C)) -> log Z (B,)``."""
     cases = [
         Case(lbl, (u.clone(), A.clone()), linear_chain_log_partition(u, A), hint)
@@ -249,7 +251,7 @@ def _best_path(u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
     return configs[logp.argmax(-1)]  # (B, n)
 
 
-def viterbi(fn) -> bool:
+def viterbi(fn) -> CheckResult:
     """Check ``fn(unary (B, n, C), transition (C, C)) -> best labelling (B, n)``."""
     cases = [
         Case(

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from ..check_core import Case, run_check, seeded
+from ..check_core import Case, CheckResult, run_check, seeded
 
 __all__ = [
     "softmax_jacobian_norm",
@@ -51,7 +51,7 @@ def _reference_jacobian_norm(d_k, scaled, n, seed):
     return J.flatten(1).norm(dim=-1).mean().item()
 
 
-def softmax_jacobian_norm(fn) -> bool:
+def softmax_jacobian_norm(fn) -> CheckResult:
     """Check ``fn(d_k, scaled, n, generator) -> float``: mean ‖∂softmax/∂s‖_F.
 
     Over ``n`` random rows of 16 scores ``s_j = q·k_j`` (divided by √d_k when
@@ -112,7 +112,7 @@ def _reference_strict_causal_padding(scores, lengths):
     return torch.nan_to_num(w, nan=0.0)  # empty rows: 0/0 -> 0
 
 
-def strict_causal_padding_weights(fn) -> bool:
+def strict_causal_padding_weights(fn) -> CheckResult:
     """Check ``fn(scores (B, T, T), lengths (B,)) -> weights (B, T, T)``.
 
     Query t may attend key s iff s < t (strictly earlier) and s < lengths[b]
@@ -173,7 +173,7 @@ def strict_causal_padding_weights(fn) -> bool:
     )
 
 
-def tied_log_normalisers(fn) -> bool:
+def tied_log_normalisers(fn) -> CheckResult:
     """Check ``fn(X (..., T, D), W (D, d_k)) -> log Z (..., T)`` for tied projections.
 
     ``log Z_i = log Σ_m exp(s_im)`` with ``s = (XW)(XW)ᵀ/√d_k``, computed without

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, run_check, seeded
+from ..check_core import Case, CheckResult, run_check, seeded
 
 __all__ = [
     "grouped_query_attention",
@@ -48,7 +48,7 @@ def _reference_gqa(q, k, v, attn_mask=None):
     return torch.stack(outs, 1), torch.stack(weights, 1)
 
 
-def grouped_query_attention(fn) -> bool:
+def grouped_query_attention(fn) -> CheckResult:
     """Check ``fn(q (B,H,T,Dh), k (B,G,S,Dh), v (B,G,S,Dh), attn_mask=None)``.
 
     Returns ``(out (B, H, T, Dh), weights (B, H, T, S))``; query head ``h`` uses key
@@ -134,7 +134,7 @@ class _Correct(_NoTransposeSplit):
         return self.inner(query, key, value)[0]
 
 
-def finds_head_bugs(fn) -> bool:
+def finds_head_bugs(fn) -> CheckResult:
     """Check ``fn(make_layer) -> bool``: a property test with no reference to copy.
 
     ``make_layer(d_model, n_heads)`` builds a layer with ``forward(query, key, value)
@@ -185,7 +185,7 @@ def _reference_torch_like_ours(torch_mha, x, attn_mask=None, key_padding_mask=No
         return ours(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask)[0]
 
 
-def torch_mha_with_our_masks(fn) -> bool:
+def torch_mha_with_our_masks(fn) -> CheckResult:
     """Check ``fn(torch_mha, x, attn_mask=None, key_padding_mask=None) -> (B, T, D)``.
 
     Masks in attnlab's convention (``True`` = may attend); the answer must equal

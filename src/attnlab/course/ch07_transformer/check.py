@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, close, run_check, seeded
+from ..check_core import Case, CheckResult, close, run_check, seeded
 
 __all__ = ["prefix_lm_mask"]
 
@@ -83,7 +83,7 @@ __all__ += ["label_smoothing_optimum", "pre_ln_decoder_layer", "noam_schedule"]
 assert set(FORBIDDEN) == set(__all__)  # one entry per check
 
 
-def label_smoothing_optimum(fn) -> bool:
+def label_smoothing_optimum(fn) -> CheckResult:
     """Check ``fn(eps, V) -> (p_gold, min_loss)`` for label-smoothed cross-entropy.
 
     The loss ``(1 - eps)(-log p_y) + eps · mean_c(-log p_c)`` over V classes is
@@ -126,7 +126,7 @@ def label_smoothing_optimum(fn) -> bool:
     )
 
 
-def pre_ln_decoder_layer(fn) -> bool:
+def pre_ln_decoder_layer(fn) -> CheckResult:
     """Check ``fn(layer, y (B, T, D), memory (B, S, D), memory_mask (B, S))``, pre-LN.
 
     Causal self-attention over ``y``, cross-attention to ``memory`` (padding keys
@@ -220,7 +220,7 @@ def _decoder_layer(activation):
     ).eval()
 
 
-def noam_schedule(fn) -> bool:
+def noam_schedule(fn) -> CheckResult:
     """Check ``fn(step, d_model, warmup) -> float``, the learning rate of Vaswani et al.
     (2017), section 5.3: ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``, steps
     counted from 1. Reference: the formula in float64."""

@@ -132,8 +132,12 @@ def date_translator_twin(
     examples = [str(e) for e in examples]
     if not examples:
         raise ValueError("date_translator_twin needs at least one example")
-    data = {"task": "date", "max_len": DATE_MAX_LEN, **_vocab(task),
-            **export_model(model.eval())}  # fmt: skip
+    data = {
+        "task": "date",
+        "max_len": DATE_MAX_LEN,
+        **_vocab(task),
+        **export_model(model.eval()),
+    }
     layers = [(str(i), f"layer {i}") for i in range(cfg.n_decoder_layers)]
     heads = [(str(h), f"head {h}") for h in range(cfg.n_heads)]
     return Twin(
@@ -148,7 +152,7 @@ def date_translator_twin(
                 "or pick a held-out date",
                 (("", "…"), *((e, e) for e in examples)),
                 "",
-            ),  # fmt: skip
+            ),
             Select(
                 "layer", "cross-attention of", layers, str(cfg.n_decoder_layers - 1)
             ),
@@ -231,8 +235,11 @@ def date_cases(data: dict | None = None, n: int = 48) -> list[dict]:
         "22 ١١ 2026",  # Arabic-Indic digits: digits to Python, unknown to the model
     ]
     cases = [{"source": t} for t in texts]
-    cases += [{"source": "Jun 4, 1994", "layer": str(la), "head": str(h)}
-              for la in (0, 1) for h in (0, 3)]  # fmt: skip
+    cases += [
+        {"source": "Jun 4, 1994", "layer": str(la), "head": str(h)}
+        for la in (0, 1)
+        for h in (0, 3)
+    ]
     return cases
 
 

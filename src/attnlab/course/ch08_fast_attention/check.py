@@ -40,13 +40,16 @@ _FLASH = ("attnlab.flash_attention", "attnlab.efficient.flash_attention")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "merge_partial_attention": _FLASH,
     "block_size_for_budget": (),
-    "causal_tiles": ("attnlab.efficient.tile_plan", "attnlab.efficient._tile_mask"),
+    "causal_tiles": (
+        "attnlab.efficient.tile_plan",
+        "attnlab.efficient.tiles.tile_mask",
+    ),
     "split_kv_decoding": (
         *_FLASH,
         "attnlab.scaled_dot_product_attention",
         "attnlab.attention.scaled_dot_product_attention",
     ),
-    "tile_backward": (*_FLASH, "attnlab.efficient._flash_backward"),
+    "tile_backward": (*_FLASH, "attnlab.efficient.flash._flash_backward"),
 }
 
 

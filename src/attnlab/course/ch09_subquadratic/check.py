@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from ..check_core import Case, run_check, seeded
+from ...efficient import linear_attention
+from ...masking import sparse_pattern_mask as pattern_mask
+from ..check_core import Case, close, run_check, seeded
 
 __all__ = [
     "causal_linear_attention",
@@ -30,18 +32,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                                 "attnlab.efficient.linear_attention"),
     "receptive_field_after": ("attnlab.course.ch09_subquadratic.widgets.receptive_field",),
     "kv_cache_bytes": (),
-    "streaming_mask": ("attnlab.serving.streaming_mask",
-                       "attnlab.course.ch09_subquadratic.widgets.pattern_mask"),
+    "streaming_mask": ("attnlab.masking.streaming_mask",
+                       "attnlab.masking.sparse_pattern_mask"),
 }  # fmt: skip
 
 
 def causal_linear_attention(fn):
     """Check ``fn(q, k, v) -> out`` against :func:`attnlab.linear_attention`."""
-    from ...efficient import linear_attention
 
     def compare(got, expected):
-        from ..check_core import close
-
         return close(got, expected, atol=1e-6, rtol=1e-5)
 
     cases = []
@@ -70,7 +69,7 @@ def causal_linear_attention(fn):
 
 def receptive_field_after(fn):
     """Check ``fn(mask, layers) -> (n,)`` long tensor of counts."""
-    from .widgets import pattern_mask, receptive_field
+    from .widgets import receptive_field  # call time: the widgets import pyplot
 
     cases = []
     specs = [

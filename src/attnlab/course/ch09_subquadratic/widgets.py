@@ -16,51 +16,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-__all__ = ["PATTERNS", "pattern_mask", "receptive_field", "attention_pattern",
-           "attention_pattern_widget"]  # fmt: skip
+from ...masking import PATTERNS
+from ...masking import sparse_pattern_mask as pattern_mask
 
-PATTERNS = ["full", "causal", "window", "dilated", "global+local", "strided"]
-
-
-def pattern_mask(
-    pattern: str,
-    n: int,
-    window: int = 4,
-    dilation: int = 2,
-    n_global: int = 2,
-    causal: bool = False,
-) -> torch.Tensor:
-    """(n, n) boolean mask of ``pattern``; ``window`` keys on each side (times
-    ``dilation`` apart for "dilated"); ``n_global`` first tokens attend and are
-    attended everywhere for "global+local"; ``causal`` also forbids j > i."""
-    if pattern not in PATTERNS:
-        raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
-    if window < 0 or dilation < 1 or n_global < 0:
-        raise ValueError(
-            f"need window >= 0, dilation >= 1, n_global >= 0, got {window}, "
-            f"{dilation}, {n_global}"
-        )
-    i = torch.arange(n)[:, None]  # (n, 1)
-    j = torch.arange(n)[None, :]  # (1, n)
-    d = i - j  # (n, n)
-    if pattern in ("full", "causal"):
-        mask = torch.ones(n, n, dtype=torch.bool)
-    elif pattern == "window":
-        mask = d.abs() <= window
-    elif pattern == "strided":  # local heads + strided heads, merged in one mask
-        if window < 1:
-            raise ValueError(
-                f"the strided pattern needs window (the stride) >= 1, got {window}"
-            )
-        mask = (d.abs() < window) | (d % window == 0)
-    elif pattern == "dilated":
-        mask = (d.abs() <= window * dilation) & (d % dilation == 0)
-    else:  # global + local
-        glob = (i < n_global) | (j < n_global)
-        mask = (d.abs() <= window) | glob
-    if causal or pattern == "causal":
-        mask = mask & (j <= i)
-    return mask
+__all__ = [
+    "PATTERNS",
+    "pattern_mask",
+    "receptive_field",
+    "attention_pattern",
+    "attention_pattern_widget",
+]
 
 
 def receptive_field(mask: torch.Tensor, layers: int) -> torch.Tensor:
@@ -91,8 +56,13 @@ def attention_pattern(
     mask = pattern_mask(pattern, n, window, dilation, n_global, causal)
     rf = receptive_field(mask, layers)
     cost = int(mask.sum())
-    out = {"mask": mask, "pairs": cost, "fraction": cost / n**2,
-           "receptive_field_last": int(rf[-1]), "receptive_field": rf}  # fmt: skip
+    out = {
+        "mask": mask,
+        "pairs": cost,
+        "fraction": cost / n**2,
+        "receptive_field_last": int(rf[-1]),
+        "receptive_field": rf,
+    }
     n_steps = (mask | torch.eye(n, dtype=torch.bool)).float()
     reach = torch.zeros(n)
     reach[-1] = 1

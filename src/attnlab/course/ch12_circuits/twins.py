@@ -61,8 +61,11 @@ def induction_twin(maps: dict, title: str = "Find the induction head") -> Twin:
             }
         )
     L, H = shape
-    heads = tuple((f"{layer}.{h}", f"layer {layer}, head {h}")
-                  for layer in range(L) for h in range(H))  # fmt: skip
+    heads = tuple(
+        (f"{layer}.{h}", f"layer {layer}, head {h}")
+        for layer in range(L)
+        for h in range(H)
+    )
     T_max = max(len(s["ids"]) for s in seqs)
     return Twin(
         "induction_view",
@@ -76,7 +79,7 @@ def induction_twin(maps: dict, title: str = "Find the induction head") -> Twin:
             ),
             Select("head", "head", heads, f"{L - 1}.0"),
             Range("query", "query", 0, T_max - 1, 1, T_max - 2),
-        ],  # fmt: skip
+        ],
         readouts=[
             Readout("focus", "looks most at"),
             Readout("focus_weight", "with weight"),

@@ -48,20 +48,33 @@ def head_pattern(
     w = model.attention()[layer, 0, head]  # (T, T)
     toks = ["BOS"] + [str(int(t)) for t in ids[0, 1:]]
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    heatmap(w, toks, toks, ax=ax, annotate=False, vmax=1.0,
-            title=f"layer {layer}, head {head}")  # fmt: skip
+    heatmap(
+        w,
+        toks,
+        toks,
+        ax=ax,
+        annotate=False,
+        vmax=1.0,
+        title=f"layer {layer}, head {head}",
+    )
     for i, j in pattern_mask(ids, "induction")[0].nonzero().tolist():
-        ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
-                                   edgecolor="crimson", linewidth=1.2))  # fmt: skip
+        ax.add_patch(
+            plt.Rectangle(
+                (j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="crimson", linewidth=1.2
+            )
+        )
     full = model.attention()[:, :, head : head + 1]  # (L, 1, 1, T, T)
     scores = {
         k: float(head_scores(full, ids, k)[layer, 0]) for k in ("previous", "induction")
     }
     if show:
-        show_fig(fig, alt=f"Attention of layer {layer}, head {head} on a repeated "
-                 f"sequence (rows: queries, columns: keys), the induction pattern's "
-                 f"cells outlined in red: previous-token score {scores['previous']:.2f}, "
-                 f"induction score {scores['induction']:.2f}.")  # fmt: skip
+        show_fig(
+            fig,
+            alt=f"Attention of layer {layer}, head {head} on a repeated "
+            f"sequence (rows: queries, columns: keys), the induction pattern's "
+            f"cells outlined in red: previous-token score {scores['previous']:.2f}, "
+            f"induction score {scores['induction']:.2f}.",
+        )
     return scores | {"fig": fig}
 
 
