@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import fails_with
+from checkhelp import fails_with
 
 from attnlab import kvcompress
 from attnlab.course.ch14_serving.check_cache import keep_low_norm

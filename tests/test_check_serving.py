@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import fails_with
+from checkhelp import fails_with
 
 import attnlab
 

@@ -34,9 +34,11 @@ from torch import nn
 import attnlab
 import attnlab.gated
 import attnlab.lookup
+import attnlab.models
 import attnlab.random_features
 import attnlab.scoring
 import attnlab.serving
+import attnlab.speculative
 from attnlab import explain
 
 PUBLIC = [
@@ -61,6 +63,8 @@ PUBLIC = [
     "attnlab.classifiers",
     "attnlab.lookup",
     "attnlab.pretrained",
+    "attnlab.models",
+    "attnlab.speculative",
 ]
 
 
@@ -112,6 +116,10 @@ class Call:
 
 def _mha():
     return attnlab.MultiHeadAttention(8, 2).eval()
+
+
+def _shipped_lm():
+    return attnlab.models.load_lm("draft")
 
 
 def _lm():
@@ -288,8 +296,28 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
         attnlab.gated.gated_linear_attention,
         dict(q=rn(B, T, D), k=rn(B, T, D), v=rn(B, T, D), log_gate=-rn(B, T).abs()),
     ),
+    # chapter 14: the shipped LM and speculative decoding's rule
+    "CausalLM": lambda: Call(_shipped_lm(), dict(ids=torch.randint(0, 29, (B, T)))),
+    "per_token_loss": lambda: Call(
+        attnlab.models.per_token_loss,
+        dict(model=_shipped_lm(), ids=torch.randint(0, 29, (B, T))),
+    ),
+    "verify_with_uniforms": lambda: Call(
+        attnlab.speculative.verify_with_uniforms,
+        dict(
+            target_probs=probs(B, 4, 6),
+            draft_probs=probs(B, 3, 6),
+            draft_tokens=torch.randint(0, 6, (B, 3)),
+            u=torch.rand(B, 3, generator=g),
+            v=torch.rand(B, generator=g),
+        ),
+    ),
 }
 NOT_HERE = {  # reason each public tensor function has no generated example
+    "verify": "random; its contract: tests/test_speculative.py",
+    "verify_batch": "random; its contract: tests/test_speculative.py",
+    "speculative_generate": "random, takes two models; tests/test_speculative.py",
+    "greedy_generate": "takes a model; tests/test_speculative.py",
     "greedy_decode": "takes a step callable; tests/test_seq2seq.py",
     "beam_search": "takes a step callable; tests/test_seq2seq.py",
     "generate": "takes a step callable; the decoders' ids: tests/test_contract_api.py",

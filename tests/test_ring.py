@@ -18,12 +18,12 @@ def test_ring_equals_full_causal_attention_and_bytes():
 
 
 def test_merge_of_two_halves_is_attention_over_both():
-    from attnlab.efficient.flash import _flash_forward
+    from attnlab.efficient.flash import flash_forward_tiles
 
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(3, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
-    oa, la = _flash_forward(q, k[:, :2], v[:, :2], 0.5, False, None, 8, 8)
-    ob, lb = _flash_forward(q, k[:, 2:], v[:, 2:], 0.5, False, None, 8, 8)
+    oa, la = flash_forward_tiles(q, k[:, :2], v[:, :2], 0.5, False, None, 8, 8)
+    ob, lb = flash_forward_tiles(q, k[:, 2:], v[:, 2:], 0.5, False, None, 8, 8)
     out, lse = _merge(oa, la, ob, lb)
     s = q @ k.transpose(1, 2) * 0.5  # (N, T, S)
     torch.testing.assert_close(out, s.softmax(-1) @ v)

@@ -36,7 +36,7 @@ import torch
 
 from . import validation as _v
 from .attention import check_qkv
-from .efficient.flash import _flash_forward
+from .efficient.flash import flash_forward_tiles
 
 __all__ = ["ring_attention", "ring_bytes_per_rank", "BACKENDS"]
 
@@ -97,7 +97,7 @@ def _ring_worker(rank, world, init_file, backend, timeout_s, in_path, causal, sc
                 sent += (kb.numel() + vb.numel()) * kb.element_size()
             if not (causal and src > rank):  # a wholly future block: skipped
                 diag = causal and src == rank
-                o, s = _flash_forward(qb, kb, vb, scale, diag, None, n, n)
+                o, s = flash_forward_tiles(qb, kb, vb, scale, diag, None, n, n)
                 out, lse = _merge(
                     out, lse, o.to(f), s.masked_fill(s == math.inf, -math.inf)
                 )

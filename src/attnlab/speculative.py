@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from .validation import distribution, integer, real, tensor, token_ids
+from .validation import distribution, floating, integer, real, tensor, token_ids
 
 __all__ = [
     "verify",
@@ -38,23 +38,11 @@ def _check_generator(generator: object, fn: str) -> None:
         )
 
 
-def verify_batch(
-    target_probs: torch.Tensor,
-    draft_probs: torch.Tensor,
-    draft_tokens: torch.Tensor,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`verify` for N independent drafts at once.
-
-    ``target_probs (N, k+1, V)``, ``draft_probs (N, k, V)``, ``draft_tokens (N, k)``.
-    Returns ``tokens (N, k+1)`` int64 (the ``j`` accepted draft tokens, then the
-    replacement or bonus token, then ``-1`` padding) and ``n_accepted (N,)`` (``j``).
-    """
-    fn = "verify"
+def _checked(target_probs, draft_probs, draft_tokens, fn: str):
+    """The batched arguments checked: p (N, k+1, V), q (N, k, V), x (N, k) int64."""
     p = tensor(target_probs, "target_probs", fn, dim=3)
     q = tensor(draft_probs, "draft_probs", fn, dim=3)
     x = tensor(draft_tokens, "draft_tokens", fn, dim=2)
-    _check_generator(generator, fn)
     N, k1, V = p.shape
     k = k1 - 1
     if k < 1:
@@ -74,20 +62,60 @@ def verify_batch(
         )
     distribution(p, "target_probs", fn, allow_zero_rows=False)
     distribution(q, "draft_probs", fn, allow_zero_rows=False)
-    x = token_ids(x, V, "draft_tokens", fn).long()
+    return p, q, token_ids(x, V, "draft_tokens", fn).long()
+
+
+def verify_batch(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`verify` for N independent drafts at once.
+
+    ``target_probs (N, k+1, V)``, ``draft_probs (N, k, V)``, ``draft_tokens (N, k)``.
+    Returns ``tokens (N, k+1)`` int64 (the ``j`` accepted draft tokens, then the
+    replacement or bonus token, then ``-1`` padding) and ``n_accepted (N,)`` (``j``).
+    """
+    p, q, x = _checked(target_probs, draft_probs, draft_tokens, "verify")
+    _check_generator(generator, "verify")
+    N, k = x.shape
     u = torch.rand(N, k, dtype=torch.float64, generator=generator)  # (N, k) in [0, 1)
     v = torch.rand(N, dtype=torch.float64, generator=generator)  # (N,)
-    return verify_with_uniforms(p, q, x, u, v)
+    return _rule(p, q, x, u, v)
 
 
 def verify_with_uniforms(
-    p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    u: torch.Tensor,
+    v: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rule of :func:`verify_batch` given its uniforms (checked inputs): ``u (N,
-    k)`` decide the acceptances (``x_i`` is kept when ``u_i · q_i(x_i) < p_i(x_i)``,
-    i.e. with probability ``min(1, p/q)``), ``v (N,)`` draws the last token by
-    inverting the cumulative sum of its distribution (chapter 14's twin feeds the
-    browser's seeded uniforms here)."""
+    """The rule of :func:`verify_batch` (same arguments, checked the same way) given
+    its uniforms in [0, 1): ``u (N, k)`` decide the acceptances (``x_i`` is kept when
+    ``u_i · q_i(x_i) < p_i(x_i)``, i.e. with probability ``min(1, p/q)``), ``v (N,)``
+    draws the last token by inverting the cumulative sum of its distribution
+    (chapter 14's twin feeds the browser's seeded uniforms here)."""
+    fn = "verify_with_uniforms"
+    p, q, x = _checked(target_probs, draft_probs, draft_tokens, fn)
+    N, k1, V = p.shape
+    k = k1 - 1
+    u = floating(u, "u", fn)
+    v = floating(v, "v", fn)
+    if tuple(u.shape) != (N, k) or tuple(v.shape) != (N,):
+        raise ValueError(
+            f"{fn}: u must be (N, k) = ({N}, {k}) and v (N,) = ({N},), got "
+            f"{tuple(u.shape)} and {tuple(v.shape)}"
+        )
+    for t, name in ((u, "u"), (v, "v")):
+        if t.numel() and not bool(((t >= 0) & (t < 1)).all()):
+            raise ValueError(f"{fn}: {name} must hold uniforms in [0, 1)")
+    return _rule(p, q, x, u.double(), v.double())
+
+
+def _rule(p, q, x, u, v) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rule itself, on checked arguments (float64 uniforms)."""
     N, k1, V = p.shape
     k = k1 - 1
     p = p.double() / p.double().sum(-1, keepdim=True)  # (N, k+1, V)

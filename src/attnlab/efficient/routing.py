@@ -24,7 +24,7 @@ import math
 import torch
 
 from .. import validation as _v
-from .tiles import _check_qkv
+from .tiles import check_tiled_qkv
 
 __all__ = [
     "block_routed_attention",
@@ -35,7 +35,7 @@ __all__ = [
 
 
 def _check(q, k, v, block_size, top_k, fn):
-    _check_qkv(q, k, v, fn)
+    check_tiled_qkv(q, k, v, fn)
     if q.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"{fn}: self-attention only: q and k need the same length, got "
@@ -56,7 +56,7 @@ def route_blocks(
     ``top_k - 1`` with the largest ``q_i · mean(k in block)`` (fewer if fewer exist).
     """
     fn = "route_blocks"
-    _check_qkv(q, k, k, fn)
+    check_tiled_qkv(q, k, k, fn)
     bs = _v.integer(block_size, "block_size", fn, low=1)
     kk = _v.integer(top_k, "top_k", fn, low=1)
     T, S, Dh = q.shape[-2], k.shape[-2], k.shape[-1]
@@ -194,7 +194,7 @@ def block_window_attention(q, k, v, *, block_size: int, n_blocks: int):
     """The fixed alternative: each query sees its own block and the ``n_blocks - 1``
     before it (causal) -- as many blocks as routing with ``top_k = n_blocks``."""
     fn = "block_window_attention"
-    _check_qkv(q, k, v, fn)
+    check_tiled_qkv(q, k, v, fn)
     bs = _v.integer(block_size, "block_size", fn, low=1)
     nb = _v.integer(n_blocks, "n_blocks", fn, low=1)
     i = torch.arange(q.shape[-2], device=q.device)[:, None]  # (T, 1)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from .evict import (  # noqa: F401
     POLICIES,
-    _State,
     evict_decode,
     keep_h2o,
     keep_snapkv,

@@ -198,6 +198,8 @@ class CausalLM(TinyLM):
                 f"{fn}: cache has {len(cache)} layers, the model {len(self.blocks)}"
             )
         B, T = ids.shape
+        if T == 0:
+            raise ValueError(f"{fn}: ids must hold at least one token per row (B, T)")
         x = self.embed(ids)  # (B, T, D)
         pos = None
         if cache is not None:

@@ -69,7 +69,7 @@ def lookup_draft(fn):
 
     text = "ana and bo . ana gave bo a cup . bo saw an"
     story = encode(text)
-    specs = [
+    specs: list[tuple[str, tuple, dict, str]] = [
         ("a story, last 2 ids 'an'", (story, 4), {}, "find the latest earlier 'an' and copy what followed"),
         ("n = 3", ([1, 2, 3, 9, 5, 2, 3, 8, 1, 2, 3], 2), {"n": 3}, "match the last n ids, not 2"),
         ("most recent match wins", ([1, 2, 7, 1, 2, 8, 9, 1, 2], 2), {}, "several earlier matches: take the most recent"),

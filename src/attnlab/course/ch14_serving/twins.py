@@ -119,8 +119,9 @@ def speculative_twin() -> Twin:
 def _reference(settings: dict, data: dict) -> dict:
     k, seed = int(settings["k"]), int(settings["seed"])
     r = data["rounds"][f"{settings['prompt']}/{settings['temperature']}"]
-    p = torch.tensor(r["p"][: k + 1], dtype=torch.float64)  # (k+1, V)
+    p = torch.tensor(r["p"][: k + 1], dtype=torch.float64)  # (k+1, V), units of 1e-4
     q = torch.tensor(r["q"][:k], dtype=torch.float64)  # (k, V)
+    p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)  # as the page
     x = torch.tensor(r["x"][:k])
     u = torch.tensor(rng.uniforms(seed, k + 1))
     tokens, j = verify_with_uniforms(p[None], q[None], x[None], u[None, :k], u[k:])
