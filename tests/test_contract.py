@@ -32,7 +32,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import attnlab
+import attnlab.distributed
 import attnlab.gated
+import attnlab.kvcompress
 import attnlab.lookup
 import attnlab.models
 import attnlab.random_features
@@ -65,6 +67,8 @@ PUBLIC = [
     "attnlab.pretrained",
     "attnlab.models",
     "attnlab.speculative",
+    "attnlab.kvcompress",
+    "attnlab.distributed",
 ]
 
 
@@ -302,6 +306,38 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
         attnlab.models.per_token_loss,
         dict(model=_shipped_lm(), ids=torch.randint(0, 29, (B, T))),
     ),
+    # chapter 14: cache compression and ring attention's bytes
+    "keep_h2o": lambda: Call(
+        attnlab.kvcompress.keep_h2o, dict(scores=rn(B, H, 6).abs(), budget=4, recent=2)
+    ),
+    "keep_snapkv": lambda: Call(
+        attnlab.kvcompress.keep_snapkv,
+        dict(obs_weights=probs(B, H, 2, 6), budget=4, pool=3),
+    ),
+    "keep_tova": lambda: Call(
+        attnlab.kvcompress.keep_tova, dict(weights=probs(B, H, 6), budget=4)
+    ),
+    "quantize": lambda: Call(
+        attnlab.kvcompress.quantize, dict(x=rn(B, 6, D), bits=4, per="token")
+    ),
+    "fake_quantize": lambda: Call(
+        attnlab.kvcompress.fake_quantize, dict(x=rn(B, 6, D), bits=4, per="channel")
+    ),
+    "dequantize": lambda: Call(
+        attnlab.kvcompress.dequantize,
+        dict(
+            codes=torch.randint(0, 16, (B, 6, D), dtype=torch.uint8),
+            scale=rn(B, 6, 1).abs() + 0.1,
+            zero=rn(B, 6, 1),
+        ),
+    ),
+    "channel_outliers": lambda: Call(
+        attnlab.kvcompress.channel_outliers, dict(keys=rn(B, 6, D))
+    ),
+    "ring_bytes_per_rank": lambda: Call(
+        attnlab.distributed.ring_bytes_per_rank,
+        dict(k=rn(B, H, 4, D), v=rn(B, H, 4, D), world_size=2),
+    ),
     "verify_with_uniforms": lambda: Call(
         attnlab.speculative.verify_with_uniforms,
         dict(
@@ -318,6 +354,9 @@ NOT_HERE = {  # reason each public tensor function has no generated example
     "verify_batch": "random; its contract: tests/test_speculative.py",
     "speculative_generate": "random, takes two models; tests/test_speculative.py",
     "greedy_generate": "takes a model; tests/test_speculative.py",
+    "evict_decode": "takes a model; tests/test_kvcompress.py",
+    "lm_forward": "takes a model; tests/test_kvcompress.py",
+    "ring_attention": "spawns processes (gloo); tests/test_ring.py",
     "greedy_decode": "takes a step callable; tests/test_seq2seq.py",
     "beam_search": "takes a step callable; tests/test_seq2seq.py",
     "generate": "takes a step callable; the decoders' ids: tests/test_contract_api.py",

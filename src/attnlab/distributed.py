@@ -117,6 +117,8 @@ def _ring_worker(rank, world, init_file, backend, timeout_s, in_path, causal, sc
 def ring_bytes_per_rank(k: torch.Tensor, v: torch.Tensor, world_size: int) -> int:
     """What each rank sends: ``world_size - 1`` blocks of keys and values."""
     w = _v.integer(world_size, "world_size", "ring_bytes_per_rank", low=1)
+    k = _v.tensor(k, "k", "ring_bytes_per_rank")
+    v = _v.tensor(v, "v", "ring_bytes_per_rank")
     return (w - 1) * (k.numel() + v.numel()) // w * k.element_size()
 
 

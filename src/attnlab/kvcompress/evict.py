@@ -77,7 +77,9 @@ def keep_snapkv(
         raise ValueError(f"{fn}: pool must be odd (a centred kernel), got {p}")
     w, S = t.shape[-2], t.shape[-1]
     if w > S:
-        raise ValueError(f"{fn}: the window w = {w} is longer than the S = {S} keys")
+        raise ValueError(
+            f"{fn}: obs_weights' window w = {w} is longer than its S = {S} keys"
+        )
     if b >= S:
         return torch.arange(S, device=t.device).expand(*t.shape[:-2], S)
     if b < w:

@@ -12,6 +12,8 @@ _PER = ("token", "channel")
 
 def _check_quant(x, bits, per, group, fn):
     t = _v.floating(x, "x", fn, min_dim=2)
+    if t.shape[-1] == 0 or t.shape[-2] == 0:
+        raise ValueError(f"{fn}: x (..., T, C) needs T, C >= 1, got {tuple(t.shape)}")
     nb = _v.integer(bits, "bits", fn, low=1, high=8)
     if per not in _PER:
         raise ValueError(f"{fn}: per must be 'token' or 'channel', got {per!r}")
@@ -64,6 +66,15 @@ def dequantize(
         raise TypeError(f"{fn}: codes must be uint8 (from quantize), got {c.dtype}")
     s = _v.floating(scale, "scale", fn)
     z = _v.floating(zero, "zero", fn)
+    for t, name in ((s, "scale"), (z, "zero")):
+        try:
+            if torch.broadcast_shapes(t.shape, c.shape) != c.shape:
+                raise RuntimeError
+        except RuntimeError:
+            raise ValueError(
+                f"{fn}: {name} {tuple(t.shape)} must broadcast to codes "
+                f"{tuple(c.shape)}"
+            ) from None
     return c.to(s.dtype) * s + z
 
 
@@ -121,6 +132,10 @@ def channel_outliers(keys: torch.Tensor) -> torch.Tensor:
     channel's mean ``|k|`` over the median channel's (1 = even; KIVI reports a few
     channels many times larger than the rest in LLMs' keys)."""
     t = _v.floating(keys, "keys", "channel_outliers", min_dim=2)
+    if t.shape[-1] == 0 or t.shape[-2] == 0:
+        raise ValueError(
+            f"channel_outliers: keys (..., T, C) needs T, C >= 1, got {tuple(t.shape)}"
+        )
     mag = t.abs().to(torch.promote_types(t.dtype, torch.float32)).mean(-2)  # (..., C)
     med = mag.median(-1).values.clamp_min(torch.finfo(mag.dtype).tiny)
     return mag.amax(-1) / med
