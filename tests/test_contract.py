@@ -32,11 +32,15 @@ from hypothesis import strategies as st
 from torch import nn
 
 import attnlab
+import attnlab.distributed
 import attnlab.gated
+import attnlab.kvcompress
 import attnlab.lookup
+import attnlab.models
 import attnlab.random_features
 import attnlab.scoring
 import attnlab.serving
+import attnlab.speculative
 from attnlab import explain
 
 PUBLIC = [
@@ -61,6 +65,10 @@ PUBLIC = [
     "attnlab.classifiers",
     "attnlab.lookup",
     "attnlab.pretrained",
+    "attnlab.models",
+    "attnlab.speculative",
+    "attnlab.kvcompress",
+    "attnlab.distributed",
 ]
 
 
@@ -114,6 +122,10 @@ def _mha():
     return attnlab.MultiHeadAttention(8, 2).eval()
 
 
+def _shipped_lm():
+    return attnlab.models.load_lm("draft")
+
+
 def _lm():
     cfg = attnlab.TransformerConfig(
         src_vocab=11, tgt_vocab=11, d_model=8, n_heads=2, d_ff=16, dropout=0.0
@@ -144,6 +156,10 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
     ),
     "linear_attention": lambda: Call(
         attnlab.linear_attention, dict(q=rn(B, T, D), k=rn(B, S, D), v=rn(B, S, D))
+    ),
+    "block_routed_attention": lambda: Call(
+        attnlab.efficient.block_routed_attention,
+        dict(q=rn(B, T, D), k=rn(B, T, D), v=rn(B, T, D), block_size=2, top_k=2),
     ),
     "elu_feature_map": lambda: Call(attnlab.elu_feature_map, dict(x=rn(B, T, D))),
     # mappings
@@ -284,8 +300,63 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
         attnlab.gated.gated_linear_attention,
         dict(q=rn(B, T, D), k=rn(B, T, D), v=rn(B, T, D), log_gate=-rn(B, T).abs()),
     ),
+    # chapter 14: the shipped LM and speculative decoding's rule
+    "CausalLM": lambda: Call(_shipped_lm(), dict(ids=torch.randint(0, 29, (B, T)))),
+    "per_token_loss": lambda: Call(
+        attnlab.models.per_token_loss,
+        dict(model=_shipped_lm(), ids=torch.randint(0, 29, (B, T))),
+    ),
+    # chapter 14: cache compression and ring attention's bytes
+    "keep_h2o": lambda: Call(
+        attnlab.kvcompress.keep_h2o, dict(scores=rn(B, H, 6).abs(), budget=4, recent=2)
+    ),
+    "keep_snapkv": lambda: Call(
+        attnlab.kvcompress.keep_snapkv,
+        dict(obs_weights=probs(B, H, 2, 6), budget=4, pool=3),
+    ),
+    "keep_tova": lambda: Call(
+        attnlab.kvcompress.keep_tova, dict(weights=probs(B, H, 6), budget=4)
+    ),
+    "quantize": lambda: Call(
+        attnlab.kvcompress.quantize, dict(x=rn(B, 6, D), bits=4, per="token")
+    ),
+    "fake_quantize": lambda: Call(
+        attnlab.kvcompress.fake_quantize, dict(x=rn(B, 6, D), bits=4, per="channel")
+    ),
+    "dequantize": lambda: Call(
+        attnlab.kvcompress.dequantize,
+        dict(
+            codes=torch.randint(0, 16, (B, 6, D), dtype=torch.uint8),
+            scale=rn(B, 6, 1).abs() + 0.1,
+            zero=rn(B, 6, 1),
+        ),
+    ),
+    "channel_outliers": lambda: Call(
+        attnlab.kvcompress.channel_outliers, dict(keys=rn(B, 6, D))
+    ),
+    "ring_bytes_per_rank": lambda: Call(
+        attnlab.distributed.ring_bytes_per_rank,
+        dict(k=rn(B, H, 4, D), v=rn(B, H, 4, D), world_size=2),
+    ),
+    "verify_with_uniforms": lambda: Call(
+        attnlab.speculative.verify_with_uniforms,
+        dict(
+            target_probs=probs(B, 4, 6),
+            draft_probs=probs(B, 3, 6),
+            draft_tokens=torch.randint(0, 6, (B, 3)),
+            u=torch.rand(B, 3, generator=g),
+            v=torch.rand(B, generator=g),
+        ),
+    ),
 }
 NOT_HERE = {  # reason each public tensor function has no generated example
+    "verify": "random; its contract: tests/test_speculative.py",
+    "verify_batch": "random; its contract: tests/test_speculative.py",
+    "speculative_generate": "random, takes two models; tests/test_speculative.py",
+    "greedy_generate": "takes a model; tests/test_speculative.py",
+    "evict_decode": "takes a model; tests/test_kvcompress.py",
+    "lm_forward": "takes a model; tests/test_kvcompress.py",
+    "ring_attention": "spawns processes (gloo); tests/test_ring.py",
     "greedy_decode": "takes a step callable; tests/test_seq2seq.py",
     "beam_search": "takes a step callable; tests/test_seq2seq.py",
     "generate": "takes a step callable; the decoders' ids: tests/test_contract_api.py",

@@ -33,6 +33,7 @@ from attnlab.course.ch10_pretrained import twins as twins_pretrained
 from attnlab.course.ch11_explanation import twins as twins_explanation  # noqa: F401
 from attnlab.course.ch12_circuits import twins as twins_circuits
 from attnlab.course.ch13_modern.twins import rope_twin
+from attnlab.course.ch14_serving.twins import speculative_twin
 from attnlab.course.twin import (
     CHECKS,
     HEAD,
@@ -73,6 +74,7 @@ def all_twins() -> list[Twin]:
         twins_pretrained.head_view_twin(_head_maps()),
         twins_circuits.induction_twin(_induction_maps()),
         rope_twin(),
+        speculative_twin(),
     ]
 
 

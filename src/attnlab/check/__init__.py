@@ -25,6 +25,7 @@ from attnlab.course.ch10_pretrained.check import *  # noqa: F403
 from attnlab.course.ch11_explanation.check import *  # noqa: F403
 from attnlab.course.ch12_circuits.check import *  # noqa: F403
 from attnlab.course.ch13_modern.check import *  # noqa: F403
+from attnlab.course.ch14_serving.check import *  # noqa: F403
 from attnlab.course.check_core import Case, CheckFailed, run_check, strict_mode  # noqa: F401
 
 MODULES: dict[str, str] = {

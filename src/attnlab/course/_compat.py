@@ -102,5 +102,6 @@ CHAPTERS = {
     "explanation": "ch11_explanation",
     "circuits": "ch12_circuits",
     "modern": "ch13_modern",
+    "serving": "ch14_serving",
 }
 """The old per-chapter module name -> the chapter's folder under ``attnlab/course``."""

@@ -54,6 +54,7 @@ from .linear import (  # noqa: F401
     elu_feature_map,
     linear_attention,
 )
+from .routing import block_routed_attention  # noqa: F401
 from .tiles import (  # noqa: F401
     BLOCK_K,
     BLOCK_Q,
@@ -65,6 +66,7 @@ __all__ = [
     "flash_attention",
     "sliding_window_attention",
     "linear_attention",
+    "block_routed_attention",
     "band_mask",
     "elu_feature_map",
     "ALIGNS",

@@ -75,6 +75,13 @@ def _flash_forward(q, k, v, scale, causal, window, block_q, block_k, offset=0,
     return out, lse
 
 
+def flash_forward_tiles(q, k, v, scale, causal, window, block_q, block_k):
+    """The tiled forward for other modules (ring attention merges its blocks with
+    it): ``q (N, T, Dh)``, ``k (N, S, Dh)``, ``v (N, S, Dv)`` -> ``out (N, T, Dv)``,
+    ``lse (N, T)`` (base e; ``+inf`` for a row with no key). Not API: no checks."""
+    return _flash_forward(q, k, v, scale, causal, window, block_q, block_k)
+
+
 def _flash_backward(q, k, v, out, lse, dout, scale, causal, window, block_q, block_k,
                     offset=0, kpm=None):  # fmt: skip
     """Recompute each tile's probabilities from the saved log-sum-exp; never (T, S).
