@@ -249,25 +249,103 @@ def test_receptive_field_after():
     fails_with(check, lambda m, L: receptive_field(m, L), "receptive_field")
 
 
-def test_kv_cache_bytes():
-    def good(L, H, Dh, T, B, bytes_per=2, n_kv_heads=None):
-        return 2 * L * (n_kv_heads or H) * Dh * T * B * bytes_per  # noqa: E731
+def good_kv_bytes(layers, seq_len, batch=1, bytes_per=2):
+    total = 0
+    for la in layers:
+        if la["kind"] == "mla":
+            total += (la["d_latent"] + la["d_rope"]) * seq_len
+        else:
+            held = min(seq_len, la["window"]) if la["kind"] == "window" else seq_len
+            total += 2 * la["n_kv_heads"] * la["d_head"] * held
+    return total * batch * bytes_per
 
-    assert attnlab.check.kv_cache_bytes(good)
+
+def kv_bytes_with(per_layer):
+    """A kv_bytes that sizes each layer with ``per_layer(layer, seq_len)``."""
+
+    def kv_bytes(layers, seq_len, batch=1, bytes_per=2):
+        return sum(per_layer(la, seq_len) for la in layers) * batch * bytes_per
+
+    return kv_bytes
+
+
+def test_kv_cache_bytes():
     check = attnlab.check.kv_cache_bytes
-    fails_with(
+    assert check(good_kv_bytes)
+    right = good_kv_bytes
+
+    def one(layer, n):  # numbers one layer caches for one sequence
+        return right([layer], n, 1, 1)
+
+    def no_factor_2(la, n):  # K only
+        return one(la, n) // 2 if la["kind"] != "mla" else one(la, n)
+
+    def query_heads(la, n):  # n_heads where the cache has n_kv_heads
+        if la["kind"] == "mla":
+            return one(la, n)
+        return one(la, n) // la["n_kv_heads"] * la["n_heads"]
+
+    def window_grows(la, n):  # the window layer keeps every position
+        return one({**la, "kind": "full"}, n) if la["kind"] == "window" else one(la, n)
+
+    def window_reserved(la, n):  # a window layer counted full from the first token
+        return one(la, la["window"]) if la["kind"] == "window" else one(la, n)
+
+    def mla_as_kv(la, n):  # the latent counted as a K and a V, per head
+        if la["kind"] != "mla":
+            return one(la, n)
+        return 2 * la["n_heads"] * (la["d_latent"] + la["d_rope"]) * n
+
+    fails_with(check, kv_bytes_with(no_factor_2), "keys AND values")
+    fails_with(check, kv_bytes_with(query_heads), "n_kv_heads, not n_heads")
+    fails_with(check, kv_bytes_with(window_grows), "stops growing at the window")
+    fails_with(check, kv_bytes_with(window_reserved), "only seq_len positions")
+    fails_with(check, kv_bytes_with(mla_as_kv), "no factor 2, no heads")
+    fails_with(  # batch forgotten
         check,
-        lambda L, H, Dh, T, B, bytes_per=2, n_kv_heads=None: (
-            L * (n_kv_heads or H) * Dh * T * B * bytes_per
-        ),
-        "keys AND values",
+        lambda layers, n, batch=1, bytes_per=2: right(layers, n, 1, bytes_per),
+        "every sequence of the batch",
     )
-    fails_with(
+
+
+def good_crossover(layers, weight_bytes, batch=1, bytes_per=2):
+    def cache(n):
+        return good_kv_bytes(layers, n, batch, bytes_per)
+
+    hi = 1
+    while cache(hi) <= weight_bytes:
+        if cache(2 * hi) == cache(hi):  # levelled off (every window full): never
+            return None
+        hi *= 2
+    lo = hi // 2  # cache(lo) <= weights < cache(hi), lo = 0 when hi = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if cache(mid) > weight_bytes else (mid, hi)
+    return hi
+
+
+def test_kv_cache_crossover():
+    check = attnlab.check.kv_cache_crossover
+    assert check(good_crossover)
+
+    def linear(layers, w, batch=1, bytes_per=2):  # weights / the first token's bytes
+        return int(w // good_kv_bytes(layers, 1, batch, bytes_per)) + 1
+
+    def at_least(layers, w, batch=1, bytes_per=2):  # >= where the cache must be >
+        n = good_crossover(layers, w, batch, bytes_per)
+        return n - 1 if n and good_kv_bytes(layers, n - 1, batch, bytes_per) == w else n
+
+    def capped(layers, w, batch=1, bytes_per=2):  # a search that gives up at 2**20
+        n = good_crossover(layers, w, batch, bytes_per)
+        return 2**20 if n is None else n
+
+    fails_with(check, at_least, "equal is not more")
+    fails_with(check, linear, "levels off")
+    fails_with(check, capped, "return None")
+    fails_with(  # the batch forgotten
         check,
-        lambda L, H, Dh, T, B, bytes_per=2, n_kv_heads=None: (
-            2 * L * H * Dh * T * B * bytes_per
-        ),
-        "n_kv_heads",
+        lambda layers, w, batch=1, bytes_per=2: good_crossover(layers, w, 1, bytes_per),
+        "multiplies the cache",
     )
 
 
@@ -307,6 +385,7 @@ def test_stubs_report_pending(monkeypatch, capsys):
         "causal_linear_attention",
         "receptive_field_after",
         "kv_cache_bytes",
+        "kv_cache_crossover",
         "streaming_mask",
     ):
         assert not getattr(attnlab.check, name)(stub)

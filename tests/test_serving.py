@@ -1,4 +1,5 @@
-"""attnlab.serving: grouped-query heads, a paged cache, the streaming mask."""
+"""attnlab.serving: grouped-query heads, a paged cache, the streaming mask, the
+rolling (ring-buffer) cache."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.serving import PagedKVCache, repeat_kv, streaming_mask
+from attnlab.serving import PagedKVCache, RollingKVCache, repeat_kv, streaming_mask
 
 
 def test_repeat_kv_equals_sdpa_gqa():
@@ -59,3 +60,74 @@ def test_streaming_mask():
     )
     with pytest.raises(ValueError, match="window"):
         streaming_mask(4, 0, 1)
+
+
+@pytest.mark.parametrize("n_sink", [0, 1, 3])
+def test_rolling_cache_equals_full_attention_under_the_streaming_mask(n_sink):
+    B, H, H_kv, Dh, T, window = 2, 4, 2, 8, 23, 5  # 23 steps: far past the capacity
+    g = torch.Generator().manual_seed(n_sink)
+    q = torch.randn(B, H, T, Dh, generator=g, dtype=torch.float64)
+    k = torch.randn(B, H_kv, T, Dh, generator=g, dtype=torch.float64)
+    v = torch.randn(B, H_kv, T, Dh, generator=g, dtype=torch.float64)
+    mask = streaming_mask(T, window, n_sink)  # (T, T), True = may attend
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    cache = RollingKVCache(
+        window, n_sink, batch=B, n_kv_heads=H_kv, d_head=Dh, dtype=torch.float64
+    )
+    storage = (cache.k.data_ptr(), cache.v.data_ptr(), cache.k.shape)
+    assert (
+        cache.capacity == n_sink + window
+        and cache.nbytes() == 2 * B * H_kv * (n_sink + window) * Dh * 8
+    )
+    for t in range(T):
+        ck, cv, pos = cache.append(k[:, :, t : t + 1], v[:, :, t : t + 1])
+        assert torch.equal(pos, mask[t].nonzero().squeeze(1))  # what the mask allows
+        assert len(cache) == min(t + 1, n_sink + window) == ck.shape[2]
+        assert torch.equal(ck, k[:, :, pos]) and torch.equal(cv, v[:, :, pos])
+        out = F.scaled_dot_product_attention(
+            q[:, :, t : t + 1], ck, cv, enable_gqa=True
+        )
+        torch.testing.assert_close(out, ref[:, :, t : t + 1])
+        # memory stays at capacity: the same storage, written in place
+        assert (cache.k.data_ptr(), cache.v.data_ptr(), cache.k.shape) == storage
+    assert cache.seen == T > 2 * cache.capacity  # the ring went round several times
+
+
+def test_rolling_cache_prefill_keeps_the_ring_survivors():
+    k = torch.arange(11.0).view(1, 1, 11, 1)  # position p holds the value p
+    cache = RollingKVCache(4, 2, batch=1, n_kv_heads=1, d_head=1)
+    ck, cv, pos = cache.append(k, k.clone())  # 11 positions at once, capacity 6
+    assert pos.tolist() == [0, 1, 7, 8, 9, 10] == ck.flatten().tolist()
+    assert torch.equal(cv, ck)
+    # the same slots as eleven single appends
+    one = RollingKVCache(4, 2, batch=1, n_kv_heads=1, d_head=1)
+    for t in range(11):
+        one.append(k[:, :, t : t + 1], k[:, :, t : t + 1])
+    assert torch.equal(one.k, cache.k) and torch.equal(one.positions, cache.positions)
+    # slot p for a sink, n_sink + (p - n_sink) % window for the rest
+    assert cache.slot(torch.tensor([0, 1, 2, 5, 6, 10])).tolist() == [0, 1, 2, 5, 2, 2]
+
+
+def test_rolling_cache_rejects_bad_input():
+    with pytest.raises(ValueError, match="window"):
+        RollingKVCache(0, batch=1, n_kv_heads=1, d_head=2)
+    with pytest.raises(ValueError, match="n_sink"):
+        RollingKVCache(3, -1, batch=1, n_kv_heads=1, d_head=2)
+    with pytest.raises(TypeError, match="n_kv_heads"):
+        RollingKVCache(3, batch=1, n_kv_heads=2.0, d_head=2)
+    with pytest.raises(TypeError, match="dtype"):
+        RollingKVCache(3, batch=1, n_kv_heads=1, d_head=2, dtype=torch.long)
+    cache = RollingKVCache(3, 1, batch=2, n_kv_heads=2, d_head=4)
+    with pytest.raises(ValueError, match=r"\(2, 2, t >= 1, 4\)"):
+        cache.append(torch.randn(2, 3, 1, 4), torch.randn(2, 3, 1, 4))  # 3 heads
+    with pytest.raises(ValueError, match="dimension"):
+        cache.append(torch.randn(2, 1, 4), torch.randn(2, 1, 4))
+    with pytest.raises(TypeError, match="dtype"):
+        cache.append(torch.randn(2, 2, 1, 4).double(), torch.randn(2, 2, 1, 4).double())
+    with pytest.raises(ValueError, match="same positions"):
+        cache.append(torch.randn(2, 2, 1, 4), torch.randn(2, 2, 2, 4))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        cache.append([[1.0]], torch.randn(2, 2, 1, 4))
+    assert cache.seen == 0 and len(cache) == 0  # nothing written by a refused call
+    ck, _, pos = cache.ordered()
+    assert ck.shape == (2, 2, 0, 4) and pos.numel() == 0

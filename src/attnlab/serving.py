@@ -11,6 +11,9 @@
 * :func:`streaming_mask` — what a decoder with a rolling cache attends to: the last
   ``window`` tokens plus the first ``n_sink`` ("attention sinks", StreamingLLM, Xiao et
   al. 2024).
+* :class:`RollingKVCache` — that rolling cache itself: a ring buffer of a fixed
+  ``n_sink + window`` slots per layer, the sinks kept and the window overwritten in
+  place, so its memory never grows with the length of the text.
 
 Shapes: ``(B, H, T, Dh)`` as everywhere in attnlab; a page holds ``(H_kv, page, Dh)``.
 """
@@ -22,7 +25,7 @@ import torch
 from . import validation as V
 from .masking import streaming_mask  # noqa: F401  (its home: masking)
 
-__all__ = ["repeat_kv", "PagedKVCache", "streaming_mask"]
+__all__ = ["repeat_kv", "PagedKVCache", "RollingKVCache", "streaming_mask"]
 
 
 def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -109,3 +112,109 @@ class PagedKVCache:
         """Bytes of the pages in use (a sequence wastes at most one partial page)."""
         per_page = 2 * self.k_pool[0].numel() * self.k_pool.element_size()
         return per_page * sum(len(t) for t in self.page_table.values())
+
+
+class RollingKVCache:
+    """One layer's keys and values in a ring buffer of ``n_sink + window`` slots.
+
+    Position ``p`` is stored in slot ``p`` if it is a sink (``p < n_sink``), else in
+    slot ``n_sink + (p - n_sink) % window``: once the buffer is full, each new position
+    overwrites the oldest non-sink one in place. After position ``t`` is appended the
+    cache holds exactly the keys that :func:`streaming_mask` lets query ``t`` see (the
+    first ``n_sink`` positions and the last ``window``, ``t`` included), so attention of
+    the new query over :meth:`ordered` equals full attention under that mask. Storage
+    ``k, v (B, H_kv, n_sink + window, Dh)`` is allocated once; ``positions
+    (n_sink + window,)`` holds each slot's position (-1: empty). A model keeps one cache
+    per attention layer. Without position encodings, or with keys stored already
+    rotated (RoPE), nothing has to be re-numbered when a slot is overwritten.
+    """
+
+    def __init__(
+        self,
+        window: int,
+        n_sink: int = 0,
+        *,
+        batch: int,
+        n_kv_heads: int,
+        d_head: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ):
+        fn = "RollingKVCache"
+        self.window = V.integer(window, "window", fn, low=1)
+        self.n_sink = V.integer(n_sink, "n_sink", fn, low=0)
+        B = V.integer(batch, "batch", fn, low=1)
+        H_kv = V.integer(n_kv_heads, "n_kv_heads", fn, low=1)
+        Dh = V.integer(d_head, "d_head", fn, low=1)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(
+                f"{fn}: dtype must be a floating torch.dtype, got {dtype!r}"
+            )
+        shape = (B, H_kv, self.capacity, Dh)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, C, Dh)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, C, Dh)
+        self.positions = torch.full(
+            (self.capacity,), -1, dtype=torch.long, device=device
+        )
+        self.seen = 0  # positions appended so far (the next one is `seen`)
+
+    @property
+    def capacity(self) -> int:
+        """Slots per layer: ``n_sink + window``, whatever the length of the text."""
+        return self.n_sink + self.window
+
+    def __len__(self) -> int:
+        """Positions held now: ``min(seen, capacity)``."""
+        return min(self.seen, self.capacity)
+
+    def slot(self, pos: torch.Tensor) -> torch.Tensor:
+        """The slot of each position ``pos (t,)``: sinks in place, the rest modulo."""
+        ring = self.n_sink + (pos - self.n_sink) % self.window
+        return torch.where(pos < self.n_sink, pos, ring)  # (t,)
+
+    def append(
+        self, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Write the next ``t`` positions ``k, v (B, H_kv, t, Dh)`` into their slots;
+        return :meth:`ordered` (what the last of them may attend to). Of ``t > window``
+        new non-sink positions only the last ``window`` stay, as in a ring."""
+        fn = "RollingKVCache.append"
+        for name, x in (("k", k), ("v", v)):
+            V.tensor(x, name, fn, dim=4)
+            want = (*self.k.shape[:2], self.k.shape[3])
+            if (*x.shape[:2], x.shape[3]) != want or x.shape[2] < 1:
+                raise ValueError(
+                    f"{fn}: {name} must be (B, H_kv, t, Dh) = ({want[0]}, {want[1]}, "
+                    f"t >= 1, {want[2]}), got {tuple(x.shape)}"
+                )
+            if x.dtype != self.k.dtype:
+                raise TypeError(
+                    f"{fn}: {name} has dtype {x.dtype}, the cache holds {self.k.dtype}"
+                )
+        if k.shape[2] != v.shape[2]:
+            raise ValueError(
+                f"{fn}: k and v must hold the same positions, got {tuple(k.shape)} "
+                f"and {tuple(v.shape)}"
+            )
+        t = k.shape[2]
+        pos = torch.arange(self.seen, self.seen + t, device=self.k.device)  # (t,)
+        last = self.seen + t - 1
+        keep = (pos < self.n_sink) | (pos > last - self.window)  # survivors: one each
+        slots = self.slot(pos[keep])  # (t',) distinct slots
+        self.k[:, :, slots] = k[:, :, keep.to(k.device)]  # (B, H_kv, t', Dh), in place
+        self.v[:, :, slots] = v[:, :, keep.to(v.device)]
+        self.positions[slots] = pos[keep]
+        self.seen += t
+        return self.ordered()
+
+    def ordered(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The held keys and values in position order, ``(B, H_kv, n, Dh)`` each with
+        ``n = len(self)``, and their positions ``(n,)`` (a gather; a decoding kernel
+        reads the slots in place, since softmax attention does not care about order)."""
+        held = (self.positions >= 0).nonzero().squeeze(1)  # (n,) occupied slots
+        order = held[self.positions[held].argsort()]  # (n,) slots by position
+        return self.k[:, :, order], self.v[:, :, order], self.positions[order]
+
+    def nbytes(self) -> int:
+        """Bytes of the key and value storage: fixed at construction."""
+        return 2 * self.k.numel() * self.k.element_size()

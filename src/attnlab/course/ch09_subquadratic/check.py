@@ -4,9 +4,11 @@
   with phi = elu + 1, in prefix-sum form (no (T, T) matrix).
 * :func:`receptive_field_after` — ``fn(mask, layers) -> (n,)``: how many positions each
   query depends on after ``layers`` layers of attention with the boolean ``mask``.
-* :func:`kv_cache_bytes` — ``fn(n_layers, n_heads, d_head, seq_len, batch,
-  bytes_per=2, n_kv_heads=None) -> bytes``: memory of a KV cache, with grouped-query
-  attention when ``n_kv_heads`` < ``n_heads``.
+* :func:`kv_cache_bytes` — ``fn(layers, seq_len, batch=1, bytes_per=2) -> bytes``:
+  the KV cache of a mixed model (full-attention layers with grouped-query heads,
+  sliding-window layers whose cache stops at the window, MLA latent layers).
+* :func:`kv_cache_crossover` — ``fn(layers, weight_bytes, batch=1, bytes_per=2) ->
+  int | None``: the first context length at which that cache outweighs the weights.
 * :func:`streaming_mask` — ``fn(T, window, n_sink) -> (T, T) bool``: what a decoder with
   a rolling cache of ``window`` recent tokens plus ``n_sink`` sink tokens attends to
   (StreamingLLM).
@@ -24,6 +26,7 @@ __all__ = [
     "causal_linear_attention",
     "receptive_field_after",
     "kv_cache_bytes",
+    "kv_cache_crossover",
     "streaming_mask",
 ]
 
@@ -31,7 +34,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "causal_linear_attention": ("attnlab.linear_attention",
                                 "attnlab.efficient.linear_attention"),
     "receptive_field_after": ("attnlab.course.ch09_subquadratic.widgets.receptive_field",),
+    # no library function computes a cache's size from a description: nothing to forbid
     "kv_cache_bytes": (),
+    "kv_cache_crossover": (),
     "streaming_mask": ("attnlab.masking.streaming_mask",
                        "attnlab.masking.sparse_pattern_mask"),
 }  # fmt: skip
@@ -104,27 +109,121 @@ def receptive_field_after(fn):
     )
 
 
+def _layer_numbers(layer: dict, seq_len: int) -> int:
+    """Numbers one layer caches per sequence after ``seq_len`` tokens."""
+    if layer["kind"] == "mla":  # one latent + one decoupled RoPE key, shared by heads
+        return (layer["d_latent"] + layer["d_rope"]) * seq_len
+    held = seq_len if layer["kind"] == "full" else min(seq_len, layer["window"])
+    return 2 * layer["n_kv_heads"] * layer["d_head"] * held  # K and V
+
+
+def _kv_bytes(layers, seq_len, batch=1, bytes_per=2):
+    return sum(_layer_numbers(la, seq_len) for la in layers) * batch * bytes_per
+
+
+def _crossover(layers, weight_bytes, batch=1, bytes_per=2):
+    hi = 2**62  # every window is shorter: past it only full and MLA layers grow
+    if _kv_bytes(layers, hi, batch, bytes_per) <= weight_bytes:
+        return None
+    lo = 0  # invariant: cache(lo) <= weights < cache(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _kv_bytes(layers, mid, batch, bytes_per) > weight_bytes:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _full(n, H, H_kv, Dh):
+    return [{"kind": "full", "n_heads": H, "n_kv_heads": H_kv, "d_head": Dh}] * n
+
+
+def _window(n, H, H_kv, Dh, w):
+    return [
+        {"kind": "window", "n_heads": H, "n_kv_heads": H_kv, "d_head": Dh, "window": w}
+    ] * n
+
+
+def _mla(n, H, d_latent, d_rope):
+    return [{"kind": "mla", "n_heads": H, "d_latent": d_latent, "d_rope": d_rope}] * n
+
+
+def _hybrid(n, every, H, H_kv, Dh, w):  # layer i is full when (i + 1) % every == 0
+    return [
+        _full(1, H, H_kv, Dh)[0]
+        if (i + 1) % every == 0
+        else _window(1, H, H_kv, Dh, w)[0]
+        for i in range(n)
+    ]
+
+
 def kv_cache_bytes(fn):
-    """Check ``fn(n_layers, n_heads, d_head, seq_len, batch, bytes_per=2,
-    n_kv_heads=None)``; ``n_kv_heads=None`` means one key/value head per query head."""
-
-    def ref(L, H, Dh, T, B, bytes_per=2, n_kv_heads=None):
-        return 2 * L * (n_kv_heads or H) * Dh * T * B * bytes_per
-
+    """Check ``fn(layers, seq_len, batch=1, bytes_per=2) -> bytes``: the KV cache of a
+    model given as a list of layer dicts, ``kind`` "full" (``n_heads``, ``n_kv_heads``,
+    ``d_head``), "window" (the same and ``window``) or "mla" (``n_heads``,
+    ``d_latent``, ``d_rope``), after ``seq_len`` tokens of each of ``batch``
+    sequences."""
     specs = [
-        ("a 12-layer, 12-head, Dh=64 model, 1024 tokens", (12, 12, 64, 1024, 1), {},
-         "keys AND values, every layer"),
-        ("float32", (2, 4, 16, 10, 3), {"bytes_per": 4}, "bytes_per is per number"),
-        ("batch 8, 32 layers", (32, 32, 128, 4096, 8), {}, "every sequence of the batch"),
-        ("grouped-query: 32 query heads, 8 key/value heads", (32, 32, 128, 4096, 1),
-         {"n_kv_heads": 8}, "the cache holds the key/value heads only: n_kv_heads"),
-        ("multi-query: one key/value head", (24, 16, 64, 2048, 2), {"n_kv_heads": 1},
-         "multi-query attention keeps a single key/value head per layer"),
+        ("one full layer, 4 heads of 16, 10 tokens", (_full(1, 4, 4, 16), 10), {},
+         "keys AND values: two tensors per layer"),
+        ("grouped-query: 32 query heads, 8 key/value heads", (_full(32, 32, 8, 128),
+         4096), {}, "the cache holds the key/value heads only: n_kv_heads, not n_heads"),
+        ("window layers, text shorter than the window", (_window(4, 8, 2, 64, 4096),
+         1000), {}, "before the window fills, a window layer holds only seq_len positions"),
+        ("window layers, text far past the window", (_window(32, 32, 8, 128, 4096),
+         32768), {}, "a window layer holds at most `window` positions: its ring buffer "
+         "overwrites the oldest, so its cache stops growing at the window"),
+        ("5 window layers per full layer, 12 layers", (_hybrid(12, 6, 16, 4, 64, 512),
+         3000), {}, "count each layer by its own kind: only the full layers grow past "
+         "the window"),
+        ("MLA: latent 512 + RoPE key 64, 128 heads", (_mla(4, 128, 512, 64), 100), {},
+         "MLA caches one latent (d_latent) and one RoPE key (d_rope) per token, shared "
+         "by all heads: no factor 2, no heads"),
+        ("batch 8, float32", (_hybrid(6, 3, 8, 8, 32, 16), 40), {"batch": 8,
+         "bytes_per": 4}, "every sequence of the batch, bytes_per bytes per number"),
+        ("one token, all three kinds", (_full(1, 8, 1, 64) + _window(2, 8, 2, 64, 8)
+         + _mla(1, 8, 32, 16), 1), {}, "at seq_len 1 every layer holds one position"),
+        ("no tokens yet", (_hybrid(6, 2, 4, 2, 16, 4) + _mla(1, 4, 8, 4), 0), {},
+         "an empty cache holds 0 bytes"),
     ]  # fmt: skip
     cases = [
-        Case(label, args, ref(*args, **kw), hint, kw) for label, args, kw, hint in specs
+        Case(label, args, _kv_bytes(*args, **kw), hint, kw)
+        for label, args, kw, hint in specs
     ]
     return run_check("kv_cache_bytes", fn, cases, forbid=FORBIDDEN["kv_cache_bytes"])
+
+
+def kv_cache_crossover(fn):
+    """Check ``fn(layers, weight_bytes, batch=1, bytes_per=2) -> int | None``: the
+    smallest ``seq_len`` at which the KV cache of ``batch`` sequences holds more bytes
+    than the weights, ``None`` if it never does."""
+    gqa = _full(32, 32, 8, 128)  # 128 KiB per token in 16 bit
+    specs = [
+        ("32 full GQA layers, 16 GB of weights", (gqa, 16 * 10**9), {},
+         "the first seq_len whose cache is MORE than the weights"),
+        ("the same, batch 8", (gqa, 16 * 10**9), {"batch": 8},
+         "the batch multiplies the cache, not the weights"),
+        ("exactly equal at 1000 tokens: not more yet", (_full(2, 4, 4, 8), 2 * 2 * 4 * 8
+         * 1000 * 2), {}, "equal is not more: the answer is 1001"),
+        ("all layers window 4096: the cache stops growing", (_window(32, 32, 8, 128,
+         4096), 16 * 10**9), {}, "a window model's cache levels off at the window: it "
+         "may never reach the weights (return None)"),
+        ("the window model, batch 64", (_window(32, 32, 8, 128, 4096), 16 * 10**9),
+         {"batch": 64}, "once the windows are full only the batch can push it over"),
+        ("5 window layers (w 1024) per full layer", (_hybrid(32, 6, 32, 8, 128, 1024),
+         16 * 10**9), {}, "past the window only the full layers grow: the crossover is "
+         "not weights / (bytes per token at the start)"),
+        ("MLA, 60 layers (latent 512 + RoPE 64)", (_mla(60, 128, 512, 64), 472 * 10**9),
+         {"bytes_per": 2}, "MLA: (d_latent + d_rope) numbers per token and layer"),
+    ]  # fmt: skip
+    cases = [
+        Case(label, args, _crossover(*args, **kw), hint, kw)
+        for label, args, kw, hint in specs
+    ]
+    return run_check(
+        "kv_cache_crossover", fn, cases, forbid=FORBIDDEN["kv_cache_crossover"]
+    )
 
 
 def _streaming(T, window, n_sink):
