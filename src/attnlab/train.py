@@ -295,7 +295,7 @@ def _scheduler(opt, schedule, warmup, steps):
 
     def factor(i):  # i = steps already taken
         if schedule == "noam":  # noam_lr / its peak at step == warmup
-            return min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5)
+            return noam_lr(i + 1, 1, warmup) / noam_lr(warmup, 1, warmup)
         if i < warmup:
             return (i + 1) / warmup
         if schedule is None:

@@ -11,6 +11,15 @@ from ..kernels import sparse as _k
 HALF = (torch.float16, torch.bfloat16)
 
 
+def upcast(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 if it is float16/bfloat16, else ``x`` itself.
+
+    The mappings compute 16-bit scores in float32 and cast the result back
+    (``.to(x.dtype)``): their sums and thresholds lose too much in 16 bits.
+    """
+    return x.float() if x.dtype in HALF else x
+
+
 def check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
     V.tensor(x, arg, name, min_dim=1)
     V.integer(dim, "dim", name)
@@ -83,7 +92,7 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     t = _temperature(temperature, "softmax")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     # Subtract the row max before dividing by the temperature, so that no finite
     # score overflows (x / 1e-40 would be inf, and inf - inf NaN): x - max <= 0, and
     # (x - max) / t is in [-inf, 0]. A row that is all -inf has max -inf: it is shifted

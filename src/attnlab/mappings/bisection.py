@@ -9,7 +9,7 @@ import torch
 
 from ..kernels import sparse as _k
 from ..kernels import tv1d as _tv
-from .basic import HALF, check_scores, jvp_simplex, shift_scores, softmax
+from .basic import check_scores, jvp_simplex, shift_scores, softmax, upcast
 from .sparse import sparsemax_forward
 
 
@@ -132,7 +132,7 @@ def entmax_bisect(
     gradient (Correia, Niculae & Martins 2019 learn it per head).
     """
     empty = check_scores(x, dim, "entmax_bisect")
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     alpha = _check_alpha(alpha, x, xf, dim, "entmax_bisect", 0.0)
     n_iter = _check_n_iter(n_iter, "entmax_bisect")
     if empty:
@@ -162,7 +162,7 @@ def normmax_bisect(
     it. ``-inf`` scores get 0, a fully masked row all zeros.
     """
     empty = check_scores(x, dim, "normmax_bisect")
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     alpha = _check_alpha(alpha, x, xf, dim, "normmax_bisect", 1.0)
     n_iter = _check_n_iter(n_iter, "normmax_bisect")
     if empty:
@@ -258,5 +258,5 @@ def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:
         raise ValueError(f"fusedmax: lam must be finite and >= 0, got {lam}")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     return FusedmaxFunction.apply(xf, lam_f, dim).to(x.dtype)

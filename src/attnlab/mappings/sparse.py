@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels import sparse as _k
-from .basic import HALF, check_k, check_scores, shift_scores
+from .basic import check_k, check_scores, shift_scores, upcast
 
 # ------------------------------------------------------------------------ sparsemax
 _METHODS = ("iter", "topk", "sort")
@@ -120,7 +120,7 @@ def sparsemax(
     method = _method(method, "sparsemax")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     return SparsemaxFunction.apply(xf, dim, method, k).to(x.dtype)
 
 
@@ -196,5 +196,5 @@ def entmax15(
     method = _method(method, "entmax15")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     return Entmax15Function.apply(xf, dim, method, k).to(x.dtype)
