@@ -116,8 +116,9 @@ class TransformerEncoderLayer(_Sublayers, nn.Module):
     is_causal=False) -> (B, S, D)``. ``src_mask`` (S, S) or (B, S, S) and
     ``src_key_padding_mask`` (B, S) use ``True`` = may attend (``nn.TransformerEncoderLayer``
     reads the same names the other way round: ``True`` = blocked); ``is_causal=True``
-    applies the causal mask (decoder-only models). ``norm_first=False`` is the paper's
-    post-LN, ``True`` pre-LN. Attention weights: :meth:`Seq2SeqTransformer.attention_maps`.
+    ANDs the causal mask with the others (decoder-only models; the rule in
+    :mod:`attnlab`). ``norm_first=False`` is the paper's post-LN, ``True`` pre-LN.
+    Attention weights: :meth:`Seq2SeqTransformer.attention_maps`.
     """
 
     def __init__(
