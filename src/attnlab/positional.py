@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from . import validation as V
+from .registry import Registry
 
 __all__ = [
     "sinusoidal_encoding",
@@ -209,15 +210,23 @@ def apply_rotary(
 
 def get_positional(kind: str, d_model: int, max_len: int = 512) -> nn.Module:
     """``"sinusoidal"``, ``"learned"`` or ``"none"`` (identity: no order information)."""
-    if kind == "sinusoidal":
-        return SinusoidalPositionalEncoding(d_model, max_len)
-    if kind == "learned":
-        return LearnedPositionalEncoding(d_model, max_len)
-    if kind == "none":
-        return _NoPosition()
-    raise ValueError(f"unknown positional encoding {kind!r}: sinusoidal|learned|none")
+    return POSITIONAL_ENCODINGS.get(kind)(d_model, max_len)
 
 
 class _NoPosition(nn.Module):
+    def __init__(self, d_model: int = 0, max_len: int = 0) -> None:
+        super().__init__()  # the sizes are taken, as by the others, and unused
+
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return x
+
+
+# The encodings by name, each built as ``cls(d_model, max_len)`` (:func:`get_positional`).
+POSITIONAL_ENCODINGS: Registry[type[nn.Module]] = Registry(
+    "positional encoding",
+    {
+        "sinusoidal": SinusoidalPositionalEncoding,
+        "learned": LearnedPositionalEncoding,
+        "none": _NoPosition,
+    },
+)

@@ -12,17 +12,16 @@ from torch import nn
 
 from .. import validation as V
 from ..multihead import MultiHeadAttention
+from ..registry import Registry
+
+# The feed-forward activations by name (as PyTorch's layers: a name or a callable).
+ACTIVATIONS: Registry[Callable] = Registry(
+    "activation", {"relu": F.relu, "gelu": F.gelu}, otherwise="a callable"
+)
 
 
 def _activation(name: str | Callable) -> Callable:
-    if callable(name):
-        return name
-    acts: dict[str, Callable] = {"relu": F.relu, "gelu": F.gelu}
-    if name not in acts:
-        raise ValueError(
-            f"activation must be 'relu', 'gelu' or a callable, got {name!r}"
-        )
-    return acts[name]
+    return name if callable(name) else ACTIVATIONS.get(name)
 
 
 def _check_seq(x, name: str, fn: str, like: torch.Tensor | None = None) -> None:
