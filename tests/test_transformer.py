@@ -302,6 +302,10 @@ def test_length_penalty():
     assert attnlab.length_penalty(1, 0.0) == 1.0
     assert attnlab.length_penalty(7, 1.0) == pytest.approx(2.0)
     assert attnlab.length_penalty(10, 0.6) > attnlab.length_penalty(3, 0.6)
+    with pytest.raises(ValueError, match="length_penalty: alpha must be finite"):
+        attnlab.length_penalty(3, float("nan"))  # was a silent NaN
+    with pytest.raises(ValueError, match="length_penalty: length must be >= 0"):
+        attnlab.length_penalty(-1, 0.6)
 
 
 @pytest.mark.slow

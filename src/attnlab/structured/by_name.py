@@ -32,5 +32,19 @@ def get_mapping(name: str, **kwargs):
     ``reinforce`` a :class:`ReinforceSample`, ``structured`` a
     :class:`SegmentationAttention` (``init``, ``normalize``). Keyword arguments go to
     the constructor.
+
+    Parameters
+    ----------
+    name : one of :data:`MAPPING_NAMES` (the :data:`MAPPINGS` registry).
+    **kwargs : passed to the mapping's constructor.
+
+    Returns
+    -------
+    ``nn.Module`` mapping scores ``(..., S)`` to weights ``(..., S)``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is unknown (the message lists the known names).
     """
     return MAPPINGS.get(name)(**kwargs)
