@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import sys
 import warnings
 
@@ -289,3 +290,47 @@ def test_the_moved_attribution_tools_keep_their_old_names_deprecated():
         assert pretrained.token_attributions is explain.token_attributions
     with pytest.warns(DeprecationWarning, match="from attnlab.explain"):
         assert pretrained.ATTRIBUTION_METHODS is explain.ATTRIBUTION_METHODS
+
+
+# Top-level functions whose docstrings still lack numpydoc sections (finding 20 of the
+# 2026-11-25 review): a shrinking list. A name leaves it when its sections are written;
+# a new function joins attnlab.__all__ with its sections.
+NUMPYDOC_TODO = {
+    "available_devices",
+    "block_routed_attention",
+    "canonical_mask",
+    "capture_attention",
+    "copy_from_torch",
+    "debug",
+    "debugging",
+    "derived_masks",
+    "device",
+    "enumerate_linear_chain",
+    "glue",
+    "linear_chain_marginals",
+    "seed_everything",
+    "segmentation_marginals",
+    "setup_notebook",
+    "warn_if_nothing_attended",
+}
+
+
+def _has_numpydoc_sections(fn) -> bool:
+    """A ``Parameters`` section, and ``Returns`` unless the function returns None."""
+    doc = inspect.getdoc(fn) or ""
+    returns_none = inspect.signature(fn).return_annotation in (None, "None")
+    return "Parameters\n---" in doc and (returns_none or "Returns\n---" in doc)
+
+
+def test_top_level_functions_have_numpydoc_sections():
+    functions = {
+        name: getattr(attnlab, name)
+        for name in attnlab.__all__
+        if inspect.isfunction(getattr(attnlab, name))
+    }
+    missing = {name for name, fn in functions.items() if not _has_numpydoc_sections(fn)}
+    assert missing <= NUMPYDOC_TODO, sorted(missing - NUMPYDOC_TODO)
+    assert NUMPYDOC_TODO <= missing, (
+        f"done, remove from the list: {NUMPYDOC_TODO - missing}"
+    )
+    assert {"softmax", "sparsemax", "causal_mask", "noam_lr"} <= set(functions)

@@ -123,9 +123,6 @@ def test_the_contracts_see_the_imports():
     )
 
 
-# Triton's @jit helpers shared by the kernels' modules (one kernel split into files):
-# the kernels issue owns them; every other private name stays in its module.
-PRIVATE_OK = {"attnlab.kernels.triton_flash", "attnlab.kernels.triton_flash_bwd"}
 COURSE = ("attnlab.course", "attnlab.check", "attnlab.widgets", "attnlab.grade")
 
 
@@ -169,7 +166,6 @@ def test_no_private_name_crosses_a_module():
         hit
         for name, path in modules().items()
         if not any(name == c or name.startswith(c + ".") for c in COURSE)
-        and name not in PRIVATE_OK
         for hit in private_imports(name, path)
     ]
     assert not bad, "\n".join(bad)

@@ -172,3 +172,13 @@ def test_masked_softmax_is_softmax_over_the_real_positions():
             e = scores[r][mask[r]].exp()
             ref[mask[r]] = e / e.sum()  # the float64 formula
         torch.testing.assert_close(got[r], ref)
+
+
+def test_band_mask_names_a_bad_size_or_flag():
+    with pytest.raises(ValueError, match="band_mask: T must be >= 0"):
+        masking.band_mask(-1, 3)
+    with pytest.raises(TypeError, match="band_mask: S must be an int"):
+        masking.band_mask(3, 2.5)
+    with pytest.raises(TypeError, match="band_mask: is_causal"):
+        masking.band_mask(3, 3, is_causal=1)
+    assert masking.band_mask(0, 3).shape == (0, 3)  # empty, as causal_mask(0, 3)

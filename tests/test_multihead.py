@@ -201,6 +201,34 @@ def test_causal_no_leak():
     assert not torch.allclose(a[:, 3:], b[:, 3:])
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_is_causal_with_attn_mask_is_their_and(need_weights):
+    """attnlab's one is_causal rule: the causal triangle ANDed with the masks given.
+    With an honest hint (a causal attn_mask) that is nn.MultiheadAttention's result;
+    with a padding mask, the AND of both; without attn_mask, PyTorch raises."""
+    torch.manual_seed(1)
+    ref, mine = pair("cpu", torch.float64)
+    x = torch.randn(2, 5, D, dtype=torch.float64)
+    causal = attnlab.causal_mask(5)  # (T, T), True = may attend
+    kw = dict(need_weights=need_weights)
+    with torch.no_grad():
+        want, _ = ref(x, x, x, attn_mask=~causal, is_causal=True)  # the hint
+        got, _ = mine(x, x, x, attn_mask=causal, is_causal=True, **kw)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(mine(x, x, x, is_causal=True, **kw)[0], want)
+        with pytest.raises(RuntimeError, match="is_causal"):
+            ref(x, x, x, is_causal=True)  # PyTorch needs the mask with the hint
+        pad = attnlab.padding_mask([5, 3], 5)  # (B, S), True = real token
+        got, _ = mine(x, x, x, key_padding_mask=pad, is_causal=True, **kw)
+        merged = pad[:, None, :] & causal  # (B, T, S)
+        want, _ = ref(x, x, x, attn_mask=(~merged).repeat_interleave(H, 0))
+        torch.testing.assert_close(got, want)
+        keep = torch.ones(5, 5, dtype=torch.bool).triu()  # not causal: AND = diagonal
+        got, _ = mine(x, x, x, attn_mask=keep, is_causal=True, **kw)
+        want, _ = ref(x, x, x, attn_mask=~torch.eye(5, dtype=torch.bool))
+        torch.testing.assert_close(got, want)
+
+
 def test_dropout_only_in_training():
     mine = attnlab.MultiHeadAttention(D, H, dropout=0.5)
     q, k, v = inputs("cpu")

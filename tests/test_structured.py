@@ -318,4 +318,4 @@ def test_seq2seq_trains_with_every_mapping(mapping):
 
 def test_seq2seq_rejects_unknown_mapping():
     with pytest.raises(ValueError, match="mapping must be one of"):
-        Seq2SeqConfig(10, 10, mapping="reinforce")
+        Seq2SeqConfig(10, 10, mapping="reinforce")  # a mapping, but not for seq2seq

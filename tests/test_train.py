@@ -164,6 +164,8 @@ def test_noam_schedule():
         opt.step(), sched.step()
     with pytest.raises(ValueError):
         noam_lr(0, 64)
+    with pytest.raises(ValueError, match="noam_lr: d_model must be >= 1"):
+        noam_lr(1, 0)  # was a ZeroDivisionError
 
 
 def test_fit_noam_schedule_is_noam_lr_scaled_to_its_peak():

@@ -128,6 +128,22 @@ def test_float_masks_and_is_causal_match_pytorch():
     assert not torch.allclose(ours(y, m), exp)  # without the mask the future leaks in
 
 
+def test_encoder_is_causal_with_src_mask_is_their_and():
+    """attnlab's one is_causal rule in a layer: with a causal src_mask (PyTorch's hint
+    is honest) both agree; with a non-causal one, ours ANDs the two."""
+    torch.manual_seed(2)
+    ours, ref = _pair("enc", False, "relu")
+    x = torch.randn(2, 6, D, dtype=torch.float64)
+    causal = attnlab.causal_mask(6)  # (S, S), True = may attend
+    want = ref(x, src_mask=~causal, is_causal=True)
+    torch.testing.assert_close(ours(x, src_mask=causal, is_causal=True), want)
+    torch.testing.assert_close(ours(x, is_causal=True), want)
+    band = attnlab.band_mask(6, 6, window=1)  # (S, S): neighbours on both sides
+    got = ours(x, src_mask=band, is_causal=True)
+    torch.testing.assert_close(got, ref(x, src_mask=~(band & causal)))
+    assert not torch.allclose(got, ours(x, src_mask=band))  # the triangle counts
+
+
 def test_eval_mode_float32_matches_pytorch_fast_path():
     torch.manual_seed(3)
     ours, ref = _pair("enc", False, "relu", dtype=torch.float32)
@@ -286,6 +302,10 @@ def test_length_penalty():
     assert attnlab.length_penalty(1, 0.0) == 1.0
     assert attnlab.length_penalty(7, 1.0) == pytest.approx(2.0)
     assert attnlab.length_penalty(10, 0.6) > attnlab.length_penalty(3, 0.6)
+    with pytest.raises(ValueError, match="length_penalty: alpha must be finite"):
+        attnlab.length_penalty(3, float("nan"))  # was a silent NaN
+    with pytest.raises(ValueError, match="length_penalty: length must be >= 0"):
+        attnlab.length_penalty(-1, 0.6)
 
 
 @pytest.mark.slow

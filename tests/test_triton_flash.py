@@ -21,6 +21,8 @@ triton = pytest.importorskip("triton")
 import attnlab  # noqa: E402
 from attnlab import efficient  # noqa: E402
 from attnlab.kernels import triton_flash as tf  # noqa: E402
+from attnlab.kernels import triton_flash_bwd as bwd  # noqa: E402
+from attnlab.kernels import triton_tiles as tiles  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not tf.interpreting() and not torch.cuda.is_available(),
@@ -69,7 +71,7 @@ def test_half_precision_inputs(dtype):
 def test_flash_attention_dispatches_to_triton_forward_and_backward(monkeypatch):
     """On CUDA flash_attention runs the Triton kernels both ways (GQA and padding too)."""
     calls = []
-    real_f, real_b = tf._forward3, tf._backward3
+    real_f, real_b = tf._forward3, tf.backward3
 
     def spy_f(*a, **kw):
         calls.append("fwd")
@@ -81,7 +83,7 @@ def test_flash_attention_dispatches_to_triton_forward_and_backward(monkeypatch):
 
     monkeypatch.setattr(efficient.flash, "_triton_usable", lambda q: True)
     monkeypatch.setattr(tf, "_forward3", spy_f)
-    monkeypatch.setattr(tf, "_backward3", spy_b)
+    monkeypatch.setattr(tf, "backward3", spy_b)
     q = torch.randn(2, 4, 40, 16, device=_dev(), requires_grad=True)
     k, v = (torch.randn(2, 2, 40, 16, device=_dev(), requires_grad=True) for _ in "kv")
     kpm = torch.ones(2, 40, dtype=torch.bool)
@@ -201,14 +203,14 @@ if triton is not None:
     def _probe_ranges(OUT, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
         i = tl.program_id(0)
-        lo, f_lo, f_hi, hi = tf._kv_range(
+        lo, f_lo, f_hi, hi = tiles.kv_range(
             i * BLOCK_M, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
         )
         tl.store(OUT + 8 * i + 0, lo)
         tl.store(OUT + 8 * i + 1, f_lo)
         tl.store(OUT + 8 * i + 2, f_hi)
         tl.store(OUT + 8 * i + 3, hi)
-        lo, f_lo, f_hi, hi = tf._q_range(
+        lo, f_lo, f_hi, hi = tiles.q_range(
             i * BLOCK_N, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
         )
         tl.store(OUT + 8 * i + 4, lo)
@@ -272,7 +274,7 @@ def test_two_stage_loop_visits_the_plan(T, S, causal, window, align):
 
 
 def test_interpreter_pins_one_config_and_pruning_keeps_the_fitting_tiles():
-    assert len(tf._fwd_tuned.configs) == 1 and len(tf._dq_tuned.configs) == 1
+    assert len(tf._fwd_tuned.configs) == 1 and len(bwd.dq_tuned.configs) == 1
     cfgs = [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
         for bm, bn, w, s in tf.FWD_CONFIGS

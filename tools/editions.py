@@ -87,11 +87,6 @@ RUN_NOTE = (
 )
 
 
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
 def _page(path: Path) -> str:
     return f"chapters/{path.stem}"
 
@@ -157,7 +152,7 @@ def _formats_used(masters: dict[str, dict]) -> dict[str, dict[str, set[str]]]:
         per = used.setdefault(stem, {})
         for cell in nb["cells"]:
             if cell["cell_type"] == "markdown":
-                for name, fmt in role.findall(_source(cell)):
+                for name, fmt in role.findall(solutions.cell_source(cell)):
                     per.setdefault(name.strip(), set()).add(fmt or "")
     return used
 
@@ -246,7 +241,7 @@ def _targets(masters: dict[str, dict]) -> tuple[dict, dict]:
         for cell in nb["cells"]:
             if cell["cell_type"] != "markdown":
                 continue
-            lines = _source(cell).split("\n")
+            lines = solutions.cell_source(cell).split("\n")
             for i, line in enumerate(lines):
                 m = re.match(r"^\(([\w:.-]+)\)=\s*$", line)
                 if m:
@@ -302,7 +297,7 @@ class Renderer:
                 continue
             if cell["cell_type"] == "markdown":
                 try:
-                    text = myst_plain.render_markdown(_source(cell), ctx)
+                    text = myst_plain.render_markdown(solutions.cell_source(cell), ctx)
                 except myst_plain.RenderError as err:
                     raise myst_plain.RenderError(
                         f"chapters/{stem}, cell {i}: {err}"

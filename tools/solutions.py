@@ -4,18 +4,20 @@ module below both, so that neither imports the other in a circle."""
 
 from __future__ import annotations
 
-SOLUTION_TAG = "solution"
+# One home for the tag and the test on it: the library's exercise reader (the grader
+# and the instructor page read the same structure).
+from attnlab.course.exercises import SOLUTION_TAG, cell_source, is_solution
+
+__all__ = [
+    "SOLUTION_MARKERS",
+    "SOLUTION_TAG",
+    "cell_source",
+    "is_solution",
+    "student_notebook",
+]
+
 # Text that only belongs inside a solution (the gated sphinx-exercise directives).
 SOLUTION_MARKERS = ("{solution-start}", "{solution-end}", "{solution}")
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def is_solution(cell: dict) -> bool:
-    return SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
 
 
 def student_notebook(nb: dict) -> dict:

@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
 from tools.solutions import (  # noqa: E402  (the transform lives below editions)
     SOLUTION_MARKERS,
     SOLUTION_TAG,
-    _source,
+    cell_source,
     is_solution,
     student_notebook,
 )
@@ -39,11 +39,11 @@ def problems(nb: dict, name: str) -> list[str]:
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "markdown":
             out += [
-                f"{name}: cell {i} holds {x}" for x in myst_leftovers(_source(cell))
+                f"{name}: cell {i} holds {x}" for x in myst_leftovers(cell_source(cell))
             ]
         if is_solution(cell):
             out.append(f"{name}: cell {i} is tagged 'solution'")
-        text = _source(cell)
+        text = cell_source(cell)
         for marker in SOLUTION_MARKERS:
             if marker in text:
                 out.append(f"{name}: cell {i} contains {marker}")

@@ -29,6 +29,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from . import validation as V
+
 __all__ = [
     "Step",
     "Seq2SeqModel",
@@ -82,6 +84,26 @@ def greedy_decode(
     ``<eos>`` (if it was produced) followed by ``pad_id``. With ``return_weights=True``
     the step must return ``(log-probs, weights (B, S))`` and the result is ``(ids,
     weights (B, T', S))``: where each output token looked, zeros after ``<eos>``.
+
+    Parameters
+    ----------
+    step : ``prefix (B, t) -> log-probs (B, V)`` (or ``(log-probs, weights)`` with
+        ``return_weights``).
+    batch_size : the number of rows B.
+    bos_id, eos_id, pad_id : the special tokens' ids.
+    max_len : the most tokens to generate, an int >= 1.
+    device : where the ids are built.
+    return_weights : keyword only; also return where each token looked.
+
+    Returns
+    -------
+    ids : ``(B, T')`` long tensor, ``T' <= max_len``; with ``return_weights`` the pair
+        ``(ids, weights (B, T', S))``.
+
+    Raises
+    ------
+    ValueError
+        ``max_len`` is < 1.
     """
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
@@ -109,7 +131,25 @@ def length_penalty(length: int, alpha: float) -> float:
     Beam search ranks finished hypotheses by ``log P(Y) / lp(Y)``: with ``alpha = 0``
     the raw log-probability, which favours short outputs (every token costs some
     log-probability); larger ``alpha`` forgives length.
+
+    Parameters
+    ----------
+    length : ``|Y|``, the number of tokens, an int >= 0.
+    alpha : the exponent, a finite number.
+
+    Returns
+    -------
+    float, ``lp(Y) >= 1`` for ``alpha >= 0``.
+
+    Raises
+    ------
+    TypeError
+        ``length`` is not an int, or ``alpha`` not a number.
+    ValueError
+        ``length`` is negative, or ``alpha`` is not finite.
     """
+    length = V.integer(length, "length", "length_penalty", low=0)
+    alpha = V.real(alpha, "alpha", "length_penalty")
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -139,6 +179,15 @@ def beam_search(
     -------
     list of ``(ids, score)``, best first (at most ``beam_size``); ``ids`` excludes
     ``<bos>`` and ends with ``<eos>`` when the hypothesis finished.
+
+    Parameters
+    ----------
+    step : ``prefix (N, t) -> log-probs (N, V)`` for N live prefixes of one input.
+    bos_id, eos_id : the special tokens' ids.
+    beam_size : the number of prefixes kept, an int >= 1.
+    max_len : the most tokens to generate, an int >= 1.
+    alpha : the length penalty's exponent (:func:`length_penalty`).
+    device : where the ids are built.
     """
     if beam_size < 1 or max_len < 1:
         raise ValueError(
@@ -199,6 +248,24 @@ def generate(
     """Append ``n_new`` tokens to ``prompt (B, T0)``: greedy at temperature 0, else
     sampled from ``softmax(log-probs / temperature)``. No ``<eos>`` handling: a
     language model's continuation. Returns ``(B, T0 + n_new)``.
+
+    Parameters
+    ----------
+    step : ``prefix (B, t) -> log-probs (B, V)``.
+    prompt : token ids ``(B, T0)``.
+    n_new : how many tokens to append, an int >= 0.
+    temperature : 0 (greedy) or a finite number > 0.
+    generator : the random generator for sampling.
+
+    Returns
+    -------
+    long tensor ``(B, T0 + n_new)``: the prompt followed by the new tokens.
+
+    Raises
+    ------
+    ValueError
+        ``prompt`` is not 2-D, ``n_new`` is negative, or ``temperature`` is negative or
+        not finite.
     """
     if isinstance(n_new, bool) or not isinstance(n_new, int):
         raise TypeError(f"n_new must be an int >= 0, got {n_new!r}")

@@ -174,7 +174,26 @@ def generate_with_cache(
     """:meth:`TransformerLM.generate` with a KV cache — the same loop
     (:func:`attnlab.decoding.generate`) driving a :class:`CachedLMStep`: the prompt is
     run once, then one token per step. ``prompt (B, T0)`` -> ``(B, T0 + n_new)``;
-    needs ``T0 + n_new <= lm.config.max_len``."""
+    needs ``T0 + n_new <= lm.config.max_len``.
+
+    Parameters
+    ----------
+    lm : a :class:`TransformerLM`.
+    prompt : token ids ``(B, T0)``.
+    n_new : how many tokens to append, an int >= 0.
+    temperature : 0 (greedy) or a finite number > 0.
+    generator : the random generator for sampling.
+
+    Returns
+    -------
+    long tensor ``(B, T0 + n_new)``, the same tokens as ``lm.generate`` (without the
+    cache).
+
+    Raises
+    ------
+    ValueError
+        ``T0 + n_new`` exceeds ``lm.config.max_len``, or as :func:`attnlab.generate`.
+    """
     V.tensor(prompt, "prompt", "generate_with_cache")
     n_new = V.integer(n_new, "n_new", "generate_with_cache", low=0)
     if prompt.dim() != 2 or prompt.shape[1] < 1:

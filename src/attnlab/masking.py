@@ -89,6 +89,23 @@ def causal_mask(
     The triangle is aligned to the top left, as ``is_causal`` in
     :func:`torch.nn.functional.scaled_dot_product_attention`: query ``i`` sees keys
     ``0..i`` for any S. ``T = 0`` or ``S = 0`` give an empty mask (as PyTorch).
+
+    Parameters
+    ----------
+    T : the number of queries, an int >= 0.
+    S : the number of keys, an int >= 0; None means ``T``.
+    device : where to build the mask.
+
+    Returns
+    -------
+    boolean tensor ``(T, S)``, ``True`` = may attend (``j <= i``).
+
+    Raises
+    ------
+    TypeError
+        ``T`` or ``S`` is not an int.
+    ValueError
+        ``T`` or ``S`` is negative.
     """
     T = V.integer(T, "T", "causal_mask", low=0)
     S = T if S is None else V.integer(S, "S", "causal_mask", low=0)
@@ -119,6 +136,24 @@ def padding_mask(
 
     Use it as ``mask[:, None, :]`` for scores ``(B, T, S)`` or ``mask[:, None, None, :]``
     for per-head scores ``(B, H, T, S)``.
+
+    Parameters
+    ----------
+    lengths : the real length of each sequence, ``(B,)`` integers >= 0 (a tensor or a
+        list).
+    S : the padded length; None means ``max(lengths)``.
+    device : where to build the mask.
+
+    Returns
+    -------
+    boolean tensor ``(B, S)``, ``True`` on real tokens (= may attend).
+
+    Raises
+    ------
+    TypeError
+        ``lengths`` are not integers.
+    ValueError
+        ``lengths`` is not 1-D, a length is negative or exceeds ``S``.
     """
     try:
         lengths = torch.as_tensor(lengths, device=device)
@@ -160,6 +195,24 @@ def to_additive(
     ``mask_value`` is what blocked positions get: ``-inf`` (exact zeros after softmax) or a
     finite stand-in such as the ``-10000`` of early BERT code, which is *not* always
     enough (scaled-up scores, float16).
+
+    Parameters
+    ----------
+    mask : boolean tensor, ``True`` = may attend.
+    mask_value : what blocked positions get: ``-inf`` or a large negative number.
+    dtype : the result's dtype; default torch's default float dtype.
+
+    Returns
+    -------
+    float tensor of ``mask``'s shape: 0 where ``mask`` is True, ``mask_value`` elsewhere.
+
+    Raises
+    ------
+    TypeError
+        ``mask`` is not boolean, ``mask_value`` not a number, or ``dtype`` not a
+        floating-point type.
+    ValueError
+        ``mask_value`` is NaN, positive, or below ``dtype``'s lowest finite value.
     """
     V.tensor(mask, "mask", "to_additive")
     if mask.dtype != torch.bool:
@@ -185,7 +238,22 @@ def to_additive(
 
 
 def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> None:
-    """Raise a clear error unless ``mask`` broadcasts to ``scores`` (..., T, S)."""
+    """Raise a clear error unless ``mask`` broadcasts to ``scores`` (..., T, S).
+
+    Parameters
+    ----------
+    mask : the mask to check, boolean or float.
+    scores : the scores ``(..., T, S)`` it is meant for.
+    name : the argument's name, for the messages.
+
+    Raises
+    ------
+    TypeError
+        ``mask`` or ``scores`` is not a tensor, or ``mask`` neither boolean nor float.
+    ValueError
+        ``mask`` does not broadcast to ``scores`` (nor may it add dimensions); under
+        :func:`attnlab.debug`, a float ``mask`` holds NaN or ``+inf``.
+    """
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
     if not isinstance(scores, torch.Tensor):
@@ -214,7 +282,26 @@ def check_mask(mask: torch.Tensor, scores: torch.Tensor, name: str = "mask") -> 
 
 
 def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Scores with the mask applied: boolean -> ``-inf`` where ``False``; float -> added."""
+    """Scores with the mask applied: boolean -> ``-inf`` where ``False``; float -> added.
+
+    Parameters
+    ----------
+    scores : floating-point tensor ``(..., T, S)``.
+    mask : None, or a boolean (``True`` = may attend) or float (added) mask that
+        broadcasts to ``scores``.
+
+    Returns
+    -------
+    tensor of ``scores``' shape: ``-inf`` where a boolean mask is False, ``scores +
+    mask`` for a float mask, ``scores`` itself for None.
+
+    Raises
+    ------
+    TypeError
+        ``scores`` is not floating point, or ``mask`` neither boolean nor float.
+    ValueError
+        ``mask`` does not broadcast to ``scores``.
+    """
     V.floating(scores, "scores", "apply_mask")
     if mask is None:
         return scores
@@ -234,6 +321,24 @@ def combine_masks(
     is summed, in ``dtype`` (default: the first float mask's dtype). Shapes broadcast:
     e.g. a ``(T, S)`` causal mask and a ``(B, 1, 1, S)`` padding mask give
     ``(B, 1, T, S)``. Returns ``None`` when every entry is ``None``.
+
+    Parameters
+    ----------
+    *masks : boolean (``True`` = may attend) or float (added) masks, or None; their
+        shapes broadcast together.
+    dtype : the dtype of a float result; default the first float mask's.
+
+    Returns
+    -------
+    tensor or None: boolean if every mask is boolean, else float; of the broadcast
+    shape; None when every entry is None.
+
+    Raises
+    ------
+    TypeError
+        an entry is not a tensor, or neither boolean nor floating point.
+    ValueError
+        the shapes do not broadcast.
     """
     given = [m for m in masks if m is not None]
     for i, m in enumerate(given):
@@ -278,6 +383,19 @@ def fully_masked_rows(scores: torch.Tensor) -> torch.Tensor:
     blocks some keys and not others does it act as a mask.
     ``F.scaled_dot_product_attention`` returns zeros for a row of ``-inf`` on a CPU, as
     attnlab does.)
+
+    Parameters
+    ----------
+    scores : tensor ``(..., T, S)`` of masked scores (at least 1-D).
+
+    Returns
+    -------
+    boolean tensor ``(..., T, 1)``.
+
+    Raises
+    ------
+    ValueError
+        ``scores`` is 0-D.
     """
     V.tensor(scores, "scores", "fully_masked_rows", min_dim=1)
     return torch.isneginf(scores).all(dim=-1, keepdim=True)
@@ -510,7 +628,31 @@ def band_mask(
 ) -> torch.Tensor:
     """Boolean (T, S) mask, ``True`` = may attend: ``|i + o - j| <= window`` (no limit
     if ``window`` is None) and ``j <= i + o`` when causal, with ``o = 0`` for
-    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``."""
+    ``align="top_left"`` and ``o = S - T`` for ``"bottom_right"``.
+
+    Parameters
+    ----------
+    T, S : the numbers of queries and keys, ints >= 0.
+    window : the half-width of the band (an int >= 0), or None for no band.
+    is_causal : also block the keys after the diagonal.
+    device : where to build the mask.
+    align : ``"top_left"`` (as ``is_causal`` in PyTorch) or ``"bottom_right"`` (the
+        last query sits on the last key, as in a KV cache).
+
+    Returns
+    -------
+    boolean tensor ``(T, S)``, ``True`` = may attend.
+
+    Raises
+    ------
+    TypeError
+        ``T``, ``S`` or ``window`` is not an int, or ``is_causal`` not a bool.
+    ValueError
+        ``T``, ``S`` or ``window`` is negative, or ``align`` is not one of the two.
+    """
+    T = V.integer(T, "T", "band_mask", low=0)
+    S = V.integer(S, "S", "band_mask", low=0)
+    is_causal = V.flag(is_causal, "is_causal", "band_mask")
     check_window(window)
     check_align(align)
     i = torch.arange(T, device=device)[:, None] + diagonal_offset(T, S, align)  # (T, 1)

@@ -151,7 +151,9 @@ class MultiHeadAttention(nn.Module):
             that leaves some query with no key warns.
         average_attn_weights : return the weights averaged over heads (B, T, S), as
             PyTorch does and by default; ``False`` returns them per head (B, H, T, S).
-        is_causal : query i sees keys 0..i; combined with any other mask.
+        is_causal : query i sees keys 0..i, ANDed with any other mask (attnlab's one
+            ``is_causal`` rule, see :mod:`attnlab`; PyTorch's needs ``attn_mask`` too
+            and reads ``is_causal`` as a hint that it is causal).
 
         Returns
         -------

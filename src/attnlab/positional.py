@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from . import validation as V
+from .registry import Registry
 
 __all__ = [
     "sinusoidal_encoding",
@@ -61,6 +62,22 @@ def sinusoidal_encoding(
     ``PE[pos, 2i] = sin(pos / base^(2i/D))`` and ``PE[pos, 2i+1] = cos(...)``; an odd
     ``D`` keeps the sine of the last pair only. Computed in float64, returned in
     ``dtype`` (default: torch's default dtype).
+
+    Parameters
+    ----------
+    n_positions : the number of positions, an int >= 1.
+    d_model : the width D, an int >= 1.
+    base : the wavelength base, finite and > 1.
+    dtype, device : of the result.
+
+    Returns
+    -------
+    tensor ``(n_positions, D)``.
+
+    Raises
+    ------
+    ValueError
+        ``n_positions`` or ``d_model`` is < 1, or ``base`` is not finite and > 1.
     """
     if not isinstance(n_positions, int) or not isinstance(d_model, int):
         raise TypeError(
@@ -94,6 +111,22 @@ def relative_shift_matrix(
     Block diagonal: the 2×2 block of pair ``i`` rotates by the angle ``k·ω_i``
     (``ω_i = base^(-2i/D)``). That an offset is one fixed linear map is what lets a
     layer attend "k positions back" wherever it is. ``D`` must be even.
+
+    Parameters
+    ----------
+    k : the offset in positions.
+    d_model : the width D, even.
+    base : the wavelength base of :func:`sinusoidal_encoding`.
+    dtype : of the result.
+
+    Returns
+    -------
+    tensor ``(D, D)``, block diagonal with 2×2 rotations.
+
+    Raises
+    ------
+    ValueError
+        ``d_model`` is odd.
     """
     if d_model % 2:
         raise ValueError(f"relative_shift_matrix needs an even d_model, got {d_model}")
@@ -191,6 +224,23 @@ def apply_rotary(
     angle ``t·ω_i``. Applied to queries and keys (not values), the score of a query at
     ``m`` and a key at ``n`` then depends on ``m - n`` only:
     ``rot(q, m)·rot(k, n) = rot(q, m - n)·k``.
+
+    Parameters
+    ----------
+    x : floating-point tensor ``(..., T, D)``, D even (queries or keys).
+    offset : the position of the first token, an int >= 0 (a KV cache's length).
+    base : the wavelength base of the angles.
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``, each pair rotated by its position's angle.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not floating point.
+    ValueError
+        ``D`` is odd, or ``offset`` is negative.
     """
     V.tensor(x, "x", "apply_rotary")
     if x.dim() < 2 or x.shape[-1] % 2:
@@ -208,16 +258,42 @@ def apply_rotary(
 
 
 def get_positional(kind: str, d_model: int, max_len: int = 512) -> nn.Module:
-    """``"sinusoidal"``, ``"learned"`` or ``"none"`` (identity: no order information)."""
-    if kind == "sinusoidal":
-        return SinusoidalPositionalEncoding(d_model, max_len)
-    if kind == "learned":
-        return LearnedPositionalEncoding(d_model, max_len)
-    if kind == "none":
-        return _NoPosition()
-    raise ValueError(f"unknown positional encoding {kind!r}: sinusoidal|learned|none")
+    """``"sinusoidal"``, ``"learned"`` or ``"none"`` (identity: no order information).
+
+    Parameters
+    ----------
+    kind : ``"sinusoidal"``, ``"learned"`` or ``"none"`` (see
+        :data:`POSITIONAL_ENCODINGS`).
+    d_model : the width D of the embeddings it is added to.
+    max_len : the longest sequence it takes.
+
+    Returns
+    -------
+    ``nn.Module`` mapping embeddings ``(B, T, D)`` to ``(B, T, D)``, with order
+    information added (``"none"``: unchanged).
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is unknown (the message lists the known names).
+    """
+    return POSITIONAL_ENCODINGS.get(kind)(d_model, max_len)
 
 
 class _NoPosition(nn.Module):
+    def __init__(self, d_model: int = 0, max_len: int = 0) -> None:
+        super().__init__()  # the sizes are taken, as by the others, and unused
+
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return x
+
+
+# The encodings by name, each built as ``cls(d_model, max_len)`` (:func:`get_positional`).
+POSITIONAL_ENCODINGS: Registry[type[nn.Module]] = Registry(
+    "positional encoding",
+    {
+        "sinusoidal": SinusoidalPositionalEncoding,
+        "learned": LearnedPositionalEncoding,
+        "none": _NoPosition,
+    },
+)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .registry import Registry
 from .vocab import Vocab, length_range
 
 __all__ = [
@@ -133,7 +134,9 @@ def _count_example(rng: random.Random, length: int):
     return toks, int(2 * n_pos > k), [i for i, t in enumerate(toks) if t in _SENTIMENT]
 
 
-RATIONALE_TASKS = {"focus": _focus_example, "count": _count_example}
+RATIONALE_TASKS = Registry(
+    "rationale task", {"focus": _focus_example, "count": _count_example}
+)
 _SPLITS = {"train": range(2, 10), "val": range(1, 2), "test": range(0, 1)}
 
 
@@ -154,10 +157,7 @@ def rationale_task(
     disjoint whatever the seeds. ``lengths`` = (lo, hi), the inclusive range of
     sequence lengths (lo >= 5). Returns a :class:`RationaleData`.
     """
-    if name not in RATIONALE_TASKS:
-        raise ValueError(
-            f"unknown rationale task {name!r}; choose one of {sorted(RATIONALE_TASKS)}"
-        )
+    example = RATIONALE_TASKS.get(name)  # unknown: a ValueError listing the names
     if split not in _SPLITS:
         raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     lo, hi = length_range(lengths)
@@ -170,7 +170,7 @@ def rationale_task(
     labels: list = []
     where: list = []
     while len(seqs) < n:
-        toks, label, rat = RATIONALE_TASKS[name](rng, rng.randint(lo, hi))
+        toks, label, rat = example(rng, rng.randint(lo, hi))
         if rationale_split(toks) == split:
             seqs.append(toks)
             labels.append(label)

@@ -21,6 +21,8 @@ import math
 import torch
 from torch import nn
 
+from .registry import Registry
+
 __all__ = [
     "dot_score",
     "scaled_dot_score",
@@ -181,9 +183,6 @@ def _check_size(t, expected, what, param, name):
         )
 
 
-_NAMES = ("dot", "scaled_dot", "bilinear", "additive", "mlp")
-
-
 def get_scorer(
     name: str,
     d_q: int | None = None,
@@ -197,20 +196,30 @@ def get_scorer(
     and mlp) defaults to ``max(d_q, d_k)``. Returns an ``nn.Module`` mapping
     ``q (..., T, Dq), k (..., S, Dk) -> scores (..., T, S)``.
     """
-    if name not in _NAMES:
-        raise ValueError(f"unknown scorer {name!r}; choose one of {', '.join(_NAMES)}")
+    cls = SCORERS.get(name)  # unknown: a ValueError listing the names
     if name in ("dot", "scaled_dot"):
         if d_q is not None and d_k is not None and d_q != d_k:
             raise ValueError(
                 f"scorer {name!r} needs d_q == d_k, got d_q={d_q} and d_k={d_k}; "
                 "use 'bilinear', 'additive' or 'mlp' for different sizes"
             )
-        return DotScore() if name == "dot" else ScaledDotScore()
+        return cls()
     if d_q is None or d_k is None:
         raise ValueError(f"scorer {name!r} needs d_q and d_k, got d_q={d_q}, d_k={d_k}")
     if name == "bilinear":
-        return BilinearScore(d_q, d_k)
+        return cls(d_q, d_k)
     d_hidden = max(d_q, d_k) if d_hidden is None else d_hidden
-    if name == "additive":
-        return AdditiveScore(d_q, d_k, d_hidden)
-    return MLPScore(d_q, d_k, d_hidden)
+    return cls(d_q, d_k, d_hidden)  # additive, mlp
+
+
+# The scorers by name (:func:`get_scorer` builds one with its sizes).
+SCORERS: Registry[type[nn.Module]] = Registry(
+    "scorer",
+    {
+        "dot": DotScore,
+        "scaled_dot": ScaledDotScore,
+        "bilinear": BilinearScore,
+        "additive": AdditiveScore,
+        "mlp": MLPScore,
+    },
+)

@@ -44,13 +44,13 @@ from .data import Batch, Task, Vocab
 from .decoding import greedy_decode
 from .masking import padding_mask
 from .scoring import get_scorer
-from .structured import get_mapping
+from .structured import MAPPING_NAMES, get_mapping
 
 __all__ = ["Seq2SeqConfig", "Encoder", "Decoder", "Seq2Seq"]
 
 ATTENTIONS = (None, "additive", "dot", "bilinear")
 # REINFORCE needs a reward in the loss, so it is not offered as a plain option here.
-MAPPINGS = ("softmax", "sparsemax", "entmax15", "fusedmax", "gumbel", "structured")
+MAPPINGS = tuple(name for name in MAPPING_NAMES if name != "reinforce")
 
 
 @dataclass

@@ -97,6 +97,24 @@ def token_loss(
 
     logits (..., V), targets (...) -> scalar, averaged over the positions whose target
     is not ``pad_id`` (pass ``pad_id=-100`` to average over all of them).
+
+    Parameters
+    ----------
+    logits : floating-point tensor ``(..., V)``.
+    targets : class ids ``(...)`` (the leading shape of ``logits``).
+    pad_id : the target id left out of the mean.
+    label_smoothing : ``eps`` in [0, 1).
+
+    Returns
+    -------
+    scalar tensor, the mean loss over the non-padding targets.
+
+    Raises
+    ------
+    TypeError
+        ``targets`` are not integer ids.
+    ValueError
+        the shapes do not match, or ``label_smoothing`` is outside [0, 1).
     """
     V.floating(logits, "logits", "token_loss", min_dim=2)
     V.tensor(targets, "targets", "token_loss")
@@ -132,9 +150,26 @@ def noam_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) ->
         lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
 
     Linear warm-up for ``warmup`` steps, then decay as ``1/√step``.
+
+    Parameters
+    ----------
+    step : the optimiser step, counted from 1.
+    d_model : the model width, an int >= 1.
+    warmup : the warm-up length in steps, >= 1.
+    factor : a constant multiplier.
+
+    Returns
+    -------
+    float, the learning rate at ``step``; its peak is at ``step == warmup``.
+
+    Raises
+    ------
+    ValueError
+        ``step`` or ``warmup`` is < 1, or ``d_model`` is < 1 (TypeError if not an int).
     """
     if step < 1 or warmup < 1:
         raise ValueError(f"step and warmup are counted from 1, got {step}, {warmup}")
+    d_model = V.integer(d_model, "d_model", "noam_lr", low=1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -144,6 +179,20 @@ def noam_scheduler(optimizer, d_model: int, warmup: int = 4000, factor: float = 
     Call ``scheduler.step()`` after each ``optimizer.step()``. The optimizer's own lr
     is overridden (the lambda divides it out). ``fit(schedule="noam")`` uses the same
     curve scaled so that its peak is ``fit``'s ``lr``.
+
+    Parameters
+    ----------
+    optimizer : a ``torch.optim.Optimizer`` whose groups have an lr > 0.
+    d_model, warmup, factor : as in :func:`noam_lr`.
+
+    Returns
+    -------
+    ``torch.optim.lr_scheduler.LambdaLR``.
+
+    Raises
+    ------
+    ValueError
+        a group's lr is <= 0.
     """
     base = [g["lr"] for g in optimizer.param_groups]
     if any(b <= 0 for b in base):
@@ -295,7 +344,7 @@ def _scheduler(opt, schedule, warmup, steps):
 
     def factor(i):  # i = steps already taken
         if schedule == "noam":  # noam_lr / its peak at step == warmup
-            return min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5)
+            return noam_lr(i + 1, 1, warmup) / noam_lr(warmup, 1, warmup)
         if i < warmup:
             return (i + 1) / warmup
         if schedule is None:

@@ -7,6 +7,7 @@ import hashlib
 import random
 from collections.abc import Sequence
 
+from ..registry import Registry
 from ..vocab import Vocab
 from .tasks import ReversalTask, Task
 
@@ -167,11 +168,11 @@ class DateTask(Task):
         )
 
 
-TASKS = {"reversal": ReversalTask, "date": DateTask}
+TASKS: Registry[type[Task]] = Registry(
+    "task", {"reversal": ReversalTask, "date": DateTask}
+)
 
 
 def make_task(name: str, **kwargs) -> Task:
     """Build a task by name: ``reversal`` or ``date`` (keyword arguments go to it)."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
-    return TASKS[name](**kwargs)
+    return TASKS.get(name)(**kwargs)

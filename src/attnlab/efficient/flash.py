@@ -359,6 +359,18 @@ def sliding_window_attention(
         means no band (full attention, as ``band_mask`` reads it)
     block_size : default ``min(256, max(32, window))`` rows and columns per tile (the
         torch loop; the Triton kernels on CUDA autotune theirs)
+
+    Returns
+    -------
+    tensor ``(..., T, Dv)`` in the dtype of ``q``.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` is not a floating-point tensor, or their dtypes differ.
+    ValueError
+        the shapes do not agree (``Dh``, ``S``, the leading dimensions), ``window``
+        is negative, ``scale`` is not finite, or ``align`` is not one of the two.
     """
     check_tiled_qkv(q, k, v, "sliding_window_attention", gqa=True)
     if window is None:  # no band at all, as band_mask(T, S, None): full attention

@@ -15,7 +15,21 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     """phi(x) = elu(x) + 1 >= 0, the feature map of Katharopoulos et al. (2020).
 
     Positive in exact arithmetic, but it rounds to 0 for very negative x (x <= -17 or
-    so in float32), which is why :func:`linear_attention` guards its denominator."""
+    so in float32), which is why :func:`linear_attention` guards its denominator.
+
+    Parameters
+    ----------
+    x : floating-point tensor (queries or keys), any shape.
+
+    Returns
+    -------
+    tensor ``elu(x) + 1`` of the shape and dtype of ``x``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor.
+    """
     V.floating(x, "x", "elu_feature_map")
     return F.elu(x) + 1.0
 
@@ -54,6 +68,24 @@ def linear_attention(
     after a few thousand keys, and float16's sums overflow.
 
     Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
+
+    Parameters
+    ----------
+    q, k, v : tensors ``(..., T, Dh)``, ``(..., S, Dh)``, ``(..., S, Dv)``.
+    is_causal : keyword only; query ``i`` sums over the keys ``j <= i`` only.
+    chunk : keyword only; the chunk length of the causal form, an int >= 1.
+
+    Returns
+    -------
+    tensor ``(..., T, Dv)`` in the dtype of ``q``.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` is not a floating-point tensor, or their dtypes differ.
+    ValueError
+        the shapes do not agree (``Dh``, ``S``, the leading dimensions), or
+        ``chunk`` is < 1.
     """
     check_tiled_qkv(q, k, v, "linear_attention")
     if chunk < 1:

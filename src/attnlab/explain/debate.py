@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from .. import validation as V
 from ..classifiers import AttentionClassifier, accuracy_f1
+from ..mappings.basic import upcast
 from ..train import fit_classifier
 from .importance import jsd
 
@@ -300,7 +301,7 @@ def deception_penalty(
     if impermissible.dtype != torch.bool:
         raise TypeError(f"impermissible must be boolean, got {impermissible.dtype}")
     # in float32 at least: 1 - 1e-6 rounds to 1 in float16 (and -log 0 = inf)
-    w = weights.float() if weights.dtype in (torch.float16, torch.bfloat16) else weights
+    w = upcast(weights)
     mass = (w * impermissible).sum(1).clamp(max=1 - 1e-6)  # (B,)
     return (-torch.log1p(-mass)).to(weights.dtype)
 

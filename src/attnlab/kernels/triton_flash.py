@@ -7,7 +7,7 @@ Forward. One Triton *program* computes one block of ``BLOCK_M`` query rows of on
 order, Dao 2023), in base 2 like the torch loop (``exp2``, the scale multiplied by
 log2(e)). The difference: the grid runs the row blocks in parallel.
 
-The key blocks a program visits are cut into three ranges (:func:`_kv_range`): blocks
+The key blocks a program visits are cut into three ranges (:func:`kv_range`): blocks
 that the causal or banded mask rules out entirely are never visited; blocks entirely
 inside the band are visited *without* a mask (no comparison, no ``where``); only the
 blocks that the band's edges cross (the diagonal ones, when causal) compute the mask.
@@ -49,30 +49,22 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
     triton = None
     tl = None
 
-from .triton_flash_bwd import _backward3
-from .triton_tiles import (  # noqa: F401  (re-exported: the tests probe them)
-    _TUNE_KEY,
+from .triton_flash_bwd import backward3
+from .triton_tiles import (  # noqa: F401  (the configurations: re-exported)
     BWD_CONFIGS,
     FWD_CONFIGS,
     INTERPRETER_CONFIGS,
     LOG2E,
-    _common,
-    _configs,
+    TUNE_KEY,
+    autotune_configs,
     available,
     interpreting,
+    launch_args,
     prune_configs,
 )
 
 if triton is not None:
-    from .triton_flash_bwd import _dkdv_tuned, _dq_tuned  # noqa: F401
-    from .triton_tiles import (  # noqa: F401
-        _allowed,
-        _dot,
-        _kv_range,
-        _q_range,
-        _round,
-        _to_store,
-    )
+    from .triton_tiles import kv_range, round_for_dot, tile_allowed, tile_dot, to_store
 
 __all__ = [
     "available",
@@ -98,11 +90,11 @@ if triton is not None:
                 mask=(cols[None, :] < S) & (dh[:, None] < Dh),
                 other=0.0,
             )  # K^T block (BDh, BN)
-            s = _dot(q, kt, tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32)
+            s = tile_dot(q, kt, tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32)
             s = s * qk_scale  # base-2 logits  (BM, BN)
             if MASKED:
                 s = tl.where(
-                    _allowed(rows_k, cols, S, W, CAUSAL, WINDOW), s, -float("inf")
+                    tile_allowed(rows_k, cols, S, W, CAUSAL, WINDOW), s, -float("inf")
                 )
             if HAS_KPM:  # padded keys
                 keep = tl.load(KPMn + cols, mask=cols < S, other=0)
@@ -119,7 +111,8 @@ if triton is not None:
             )  # (BN, BDv)
             # P is rounded to the input dtype for the P V product (as FlashAttention-2
             # and -3 do); the statistics and the accumulator stay in float32
-            acc = _dot(_round(p, v.dtype, DOT_FP32), v, acc * alpha[:, None], DOT_FP32)
+            p_r = round_for_dot(p, v.dtype, DOT_FP32)  # (BM, BN)
+            acc = tile_dot(p_r, v, acc * alpha[:, None], DOT_FP32)  # (BM, BDv)
             m_i = m_new
         return acc, l_i, m_i
 
@@ -148,7 +141,7 @@ if triton is not None:
         m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")  # running max
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum
         acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)  # unnormalised output
-        lo, f_lo, f_hi, hi = _kv_range(
+        lo, f_lo, f_hi, hi = kv_range(
             m0, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
         )
         Kn, Vn, KPMn = K + nk * sk_n, V + nk * sv_n, KPM + n * S
@@ -170,7 +163,7 @@ if triton is not None:
         )
         tl.store(
             O + n * so_n + rows[:, None] * so_t + dv[None, :] * so_d,
-            _to_store(out, O.dtype.element_ty, INTERP_BF16),
+            to_store(out, O.dtype.element_ty, INTERP_BF16),
             mask=(rows[:, None] < T) & (dv[None, :] < Dv),
         )
         tl.store(L + n * T + rows, lse, mask=rows < T)
@@ -178,7 +171,7 @@ if triton is not None:
 
     _prune = {"early_config_prune": prune_configs}
     _fwd_tuned = triton.autotune(
-        _configs("fwd"), key=_TUNE_KEY, prune_configs_by=_prune
+        autotune_configs("fwd"), key=TUNE_KEY, prune_configs_by=_prune
     )(_flash_fwd_kernel)
 
 
@@ -221,7 +214,9 @@ def _forward3(q3, k3, v3, scale, causal, window, offset, kpm, blocks=None):
     N, T = q3.shape[:2]
     out = torch.empty(N, T, v3.shape[2], dtype=q3.dtype, device=q3.device)  # (N, T, Dv)
     lse = torch.empty(N, T, dtype=torch.float32, device=q3.device)  # (N, T)
-    kpm_t, sizes, keys, meta = _common(q3, k3, v3, scale, causal, window, offset, kpm)
+    kpm_t, sizes, keys, meta = launch_args(
+        q3, k3, v3, scale, causal, window, offset, kpm
+    )
     args = (q3, k3, v3, out, lse, kpm_t, scale * LOG2E, *sizes, *keys,
             *q3.stride(), *k3.stride(), *v3.stride(), *out.stride())  # fmt: skip
     if blocks is None:
@@ -248,7 +243,7 @@ class TritonFlash(torch.autograd.Function):
     def backward(ctx, dout):
         q3, k3, v3, out, lse = ctx.saved_tensors
         scale, causal, window, offset = ctx.args
-        dq, dk, dv = _backward3(
+        dq, dk, dv = backward3(
             q3, k3, v3, out, lse, dout, scale, causal, window, offset, ctx.kpm
         )
         return dq, dk, dv, None, None, None, None, None
@@ -341,7 +336,7 @@ def triton_flash_backward(
     lead, q3, k3, v3 = _flatten(q, k, v)
     T, S = q3.shape[1], k3.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    dq, dk, dv = _backward3(
+    dq, dk, dv = backward3(
         q3, k3, v3, out.reshape(q3.shape[0], T, -1), lse.reshape(q3.shape[0], T),
         dout.reshape(q3.shape[0], T, -1), scale, is_causal, window,
         _offset(T, S, align), _kpm3(key_padding_mask, lead, S),

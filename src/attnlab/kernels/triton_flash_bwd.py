@@ -8,7 +8,7 @@ group too, so the shared heads' gradients are summed without atomics — and one
 per query block accumulates ``dQ`` over its key blocks. Both recompute ``P`` from the
 saved log-sum-exp (7 matrix products per tile instead of FlashAttention-2's 5 with an
 atomic ``dQ``), visit only the tiles the mask allows and compute the mask only on the
-tiles its edge crosses (:func:`.triton_tiles._q_range`, ``_kv_range``). The gradients
+tiles its edge crosses (:func:`.triton_tiles.q_range`, ``kv_range``). The gradients
 are written in the input dtype: no float32 gradient buffers.
 """
 
@@ -24,16 +24,23 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
     tl = None
 
 from .triton_tiles import (
-    _TUNE_KEY,
     LOG2E,
-    _common,
-    _configs,
+    TUNE_KEY,
+    autotune_configs,
     interpreting,
+    launch_args,
     prune_configs,
 )
 
 if triton is not None:
-    from .triton_tiles import _allowed, _dot, _kv_range, _q_range, _round, _to_store
+    from .triton_tiles import (
+        kv_range,
+        q_range,
+        round_for_dot,
+        tile_allowed,
+        tile_dot,
+        to_store,
+    )
 
     @triton.jit
     def _bwd_delta_kernel(O, DO, DELTA, T, Dv, BLOCK_M: tl.constexpr,
@@ -73,7 +80,7 @@ if triton is not None:
                 * 1.4426950408889634
             )
             delta = tl.load(Dn + rows, mask=rows < T, other=0.0)
-            st = _dot(k, qt, tl.zeros([k.shape[0], BLOCK_M], tl.float32), DOT_FP32)
+            st = tile_dot(k, qt, tl.zeros([k.shape[0], BLOCK_M], tl.float32), DOT_FP32)
             pt = tl.math.exp2(st * qk_scale - lse2[None, :])  # P^T (BN, BM)
             if MASKED:  # the mask transposed: keys are the rows here
                 d = cols_q[:, None] - rows[None, :]  # j - (i + OFF)  (BN, BM)
@@ -85,16 +92,14 @@ if triton is not None:
                 pt = tl.where(ok, pt, 0.0)
             if HAS_KPM:
                 pt = tl.where(keep[:, None] != 0, pt, 0.0)
-            dv_acc = _dot(
-                _round(pt, do.dtype, DOT_FP32), do, dv_acc, DOT_FP32
-            )  # += P^T dO
-            dpt = _dot(
+            pt_r = round_for_dot(pt, do.dtype, DOT_FP32)  # (BN, BM)
+            dv_acc = tile_dot(pt_r, do, dv_acc, DOT_FP32)  # dV += P^T dO  (BN, BDv)
+            dpt = tile_dot(
                 v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], tl.float32), DOT_FP32
             )  # dP^T = V dO^T  (BN, BM)
             dst = pt * (dpt - delta[None, :])  # dS^T = P^T * (dP^T - D)
-            dk = _dot(
-                _round(dst, qt.dtype, DOT_FP32), tl.trans(qt), dk, DOT_FP32
-            )  # += dS^T Q
+            dst_r = round_for_dot(dst, qt.dtype, DOT_FP32)  # (BN, BM)
+            dk = tile_dot(dst_r, tl.trans(qt), dk, DOT_FP32)  # dK += dS^T Q  (BN, BDh)
         return dk, dv_acc
 
     @triton.jit
@@ -124,9 +129,7 @@ if triton is not None:
         )  # (BN, BDv)
         dk = tl.zeros([BLOCK_N, BLOCK_DH], dtype=tl.float32)
         dv_acc = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
-        lo, f_lo, f_hi, hi = _q_range(
-            n0, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
-        )
+        lo, f_lo, f_hi, hi = q_range(n0, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
         cols_q = cols - OFF  # the keys in query coordinates
         for g in range(GROUP):  # the query heads that share this key/value head
             n = nk * GROUP + g
@@ -149,9 +152,9 @@ if triton is not None:
                                          DOT_FP32)  # fmt: skip
         ok = (cols[:, None] < S) & (dh[None, :] < Dh)
         tl.store(DK + nk * sk_n + cols[:, None] * sk_s + dh[None, :] * sk_d,
-                 _to_store(dk * scale, DK.dtype.element_ty, INTERP_BF16), mask=ok)  # fmt: skip
+                 to_store(dk * scale, DK.dtype.element_ty, INTERP_BF16), mask=ok)  # fmt: skip
         tl.store(DV + nk * sv_n + cols[:, None] * sv_s + dv[None, :] * sv_d,
-                 _to_store(dv_acc, DV.dtype.element_ty, INTERP_BF16),
+                 to_store(dv_acc, DV.dtype.element_ty, INTERP_BF16),
                  mask=(cols[:, None] < S) & (dv[None, :] < Dv))  # fmt: skip
 
     @triton.jit
@@ -173,18 +176,19 @@ if triton is not None:
                 mask=(cols[None, :] < S) & (dv[:, None] < Dv),
                 other=0.0,
             )  # V^T (BDv, BN)
-            s = _dot(
+            s = tile_dot(
                 q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32
             )
             p = tl.math.exp2(s * qk_scale - lse2[:, None])  # (BM, BN)
             if MASKED:
-                p = tl.where(_allowed(rows_k, cols, S, W, CAUSAL, WINDOW), p, 0.0)
+                p = tl.where(tile_allowed(rows_k, cols, S, W, CAUSAL, WINDOW), p, 0.0)
             if HAS_KPM:
                 keep = tl.load(KPMn + cols, mask=cols < S, other=0)
                 p = tl.where(keep[None, :] != 0, p, 0.0)
-            dp = _dot(do, vt, tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32)
+            dp = tile_dot(do, vt, tl.zeros([q.shape[0], BLOCK_N], tl.float32), DOT_FP32)
             ds = p * (dp - delta[:, None])  # dS = P * (dP - D)  (BM, BN)
-            dq = _dot(_round(ds, k.dtype, DOT_FP32), k, dq, DOT_FP32)  # += dS K
+            ds_r = round_for_dot(ds, k.dtype, DOT_FP32)  # (BM, BN)
+            dq = tile_dot(ds_r, k, dq, DOT_FP32)  # dQ += dS K  (BM, BDh)
         return dq
 
     @triton.jit
@@ -222,7 +226,7 @@ if triton is not None:
         )
         delta = tl.load(DELTA + n * T + rows, mask=rows < T, other=0.0)
         dq = tl.zeros([BLOCK_M, BLOCK_DH], dtype=tl.float32)
-        lo, f_lo, f_hi, hi = _kv_range(
+        lo, f_lo, f_hi, hi = kv_range(
             m0, T, S, OFF, W, BLOCK_M, BLOCK_N, CAUSAL, WINDOW
         )
         Kn, Vn, KPMn, rows_k = K + nk * sk_n, V + nk * sv_n, KPM + n * S, rows + OFF
@@ -237,20 +241,20 @@ if triton is not None:
                            CAUSAL, WINDOW, HAS_KPM, DOT_FP32)  # fmt: skip
         tl.store(
             DQ + n * sq_n + rows[:, None] * sq_t + dh[None, :] * sq_d,
-            _to_store(dq * scale, DQ.dtype.element_ty, INTERP_BF16),
+            to_store(dq * scale, DQ.dtype.element_ty, INTERP_BF16),
             mask=(rows[:, None] < T) & (dh[None, :] < Dh),
         )
 
     _prune = {"early_config_prune": prune_configs}
-    _dkdv_tuned = triton.autotune(
-        _configs("bwd"), key=_TUNE_KEY, prune_configs_by=_prune
+    dkdv_tuned = triton.autotune(
+        autotune_configs("bwd"), key=TUNE_KEY, prune_configs_by=_prune
     )(_bwd_dkdv_kernel)
-    _dq_tuned = triton.autotune(
-        _configs("bwd"), key=_TUNE_KEY, prune_configs_by=_prune
+    dq_tuned = triton.autotune(
+        autotune_configs("bwd"), key=TUNE_KEY, prune_configs_by=_prune
     )(_bwd_dq_kernel)
 
 
-def _backward3(q3, k3, v3, out, lse, dout, scale, causal, window, offset, kpm):
+def backward3(q3, k3, v3, out, lse, dout, scale, causal, window, offset, kpm):
     """Gradients dq (N, T, Dh), dk (Nk, S, Dh), dv (Nk, S, Dv), in the input dtype."""
     N, T, Dh = q3.shape
     Nk, S = k3.shape[:2]
@@ -264,11 +268,13 @@ def _backward3(q3, k3, v3, out, lse, dout, scale, causal, window, offset, kpm):
         out, dout, delta, T, Dv, BLOCK_M=bm, BLOCK_DV=bdv
     )
     dq, dk, dv = torch.empty_like(q3), torch.empty_like(k3), torch.empty_like(v3)
-    kpm_t, sizes, keys, meta = _common(q3, k3, v3, scale, causal, window, offset, kpm)
+    kpm_t, sizes, keys, meta = launch_args(
+        q3, k3, v3, scale, causal, window, offset, kpm
+    )
     common = (scale * LOG2E, scale, *sizes, *keys, *q3.stride(), *k3.stride(),
               *v3.stride(), *dout.stride())  # fmt: skip
     grid_kv = lambda m: (triton.cdiv(S, m["BLOCK_N"]), Nk)  # noqa: E731
-    _dkdv_tuned[grid_kv](q3, k3, v3, dout, lse, delta, dk, dv, kpm_t, *common, **meta)
+    dkdv_tuned[grid_kv](q3, k3, v3, dout, lse, delta, dk, dv, kpm_t, *common, **meta)
     grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]), N)  # noqa: E731
-    _dq_tuned[grid_q](q3, k3, v3, dout, lse, delta, dq, kpm_t, *common, **meta)
+    dq_tuned[grid_q](q3, k3, v3, dout, lse, delta, dq, kpm_t, *common, **meta)
     return dq, dk, dv

@@ -74,7 +74,7 @@ def prune_configs(configs, named_args, **kwargs):
     return keep
 
 
-def _configs(kind):
+def autotune_configs(kind):
     if triton is None:  # pragma: no cover
         return []
     rows = FWD_CONFIGS if kind == "fwd" else BWD_CONFIGS
@@ -88,13 +88,13 @@ def _configs(kind):
     ]
 
 
-_TUNE_KEY = ["T_KEY", "S_KEY", "BLOCK_DH", "BLOCK_DV", "CAUSAL", "WINDOW", "HAS_KPM"]
+TUNE_KEY = ["T_KEY", "S_KEY", "BLOCK_DH", "BLOCK_DV", "CAUSAL", "WINDOW", "HAS_KPM"]
 
 
 if triton is not None:
 
     @triton.jit
-    def _kv_range(m0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    def kv_range(m0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
         """Key ranges for the query rows [m0, m0 + BLOCK_M): masked [lo, f_lo), unmasked
         [f_lo, f_hi), masked [f_hi, hi); keys outside [lo, hi) are never visited. Row i
@@ -121,9 +121,9 @@ if triton is not None:
         return lo, f_lo, f_hi, hi
 
     @triton.jit
-    def _q_range(n0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    def q_range(n0, T, S, OFF, W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  CAUSAL: tl.constexpr, WINDOW: tl.constexpr):  # fmt: skip
-        """Query ranges for the keys [n0, n0 + BLOCK_N), as :func:`_kv_range`."""
+        """Query ranges for the keys [n0, n0 + BLOCK_N), as :func:`kv_range`."""
         c0 = n0 - OFF  # first key, in query coordinates
         c1 = tl.minimum(n0 + BLOCK_N, S) - 1 - OFF  # last key
         lo = n0 * 0
@@ -146,7 +146,7 @@ if triton is not None:
         return lo, f_lo, f_hi, hi
 
     @triton.jit
-    def _dot(a, b, acc, DOT_FP32: tl.constexpr):
+    def tile_dot(a, b, acc, DOT_FP32: tl.constexpr):
         """acc + a @ b; exact float32 products (no TF32, no bf16 interpreter trap) when
         DOT_FP32, else the tensor cores with a float32 accumulator."""
         if DOT_FP32:
@@ -157,7 +157,7 @@ if triton is not None:
             return tl.dot(a, b, acc)
 
     @triton.jit
-    def _round(x, dtype: tl.constexpr, DOT_FP32: tl.constexpr):
+    def round_for_dot(x, dtype: tl.constexpr, DOT_FP32: tl.constexpr):
         """x (float32) rounded to ``dtype`` for a 16-bit matrix product (P, dS), as
         FlashAttention-2 does on a GPU; under DOT_FP32 (float32 inputs, or the
         interpreter) it stays float32."""
@@ -167,7 +167,7 @@ if triton is not None:
             return x.to(dtype)
 
     @triton.jit
-    def _to_store(x, dtype: tl.constexpr, INTERP_BF16: tl.constexpr):
+    def to_store(x, dtype: tl.constexpr, INTERP_BF16: tl.constexpr):
         """float32 -> the output dtype, rounding to nearest even. The interpreter
         truncates float32 to bfloat16; there the rounding is done on the bits first."""
         if INTERP_BF16:
@@ -177,7 +177,7 @@ if triton is not None:
         return x.to(dtype)
 
     @triton.jit
-    def _allowed(rows, cols, S, W, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    def tile_allowed(rows, cols, S, W, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
         """(BM, BN) mask of a tile crossed by the band's edge; rows in key coordinates."""
         ok = cols[None, :] < S
         if CAUSAL:
@@ -186,8 +186,6 @@ if triton is not None:
             ok = ok & (cols[None, :] >= rows[:, None] - W)
             ok = ok & (cols[None, :] <= rows[:, None] + W)
         return ok
-
-    # kernel-begin
 
 
 def _window_arg(window):
@@ -207,7 +205,7 @@ def _kpm_arg(kpm, N, S, device):
     return kpm.to(device=device, dtype=torch.int8).contiguous(), True
 
 
-def _common(q3, k3, v3, scale, causal, window, offset, kpm):
+def launch_args(q3, k3, v3, scale, causal, window, offset, kpm):
     N, T, Dh = q3.shape
     Nk, S, Dv = k3.shape[0], k3.shape[1], v3.shape[2]
     w, has_w = _window_arg(window)

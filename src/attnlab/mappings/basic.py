@@ -11,6 +11,15 @@ from ..kernels import sparse as _k
 HALF = (torch.float16, torch.bfloat16)
 
 
+def upcast(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 if it is float16/bfloat16, else ``x`` itself.
+
+    The mappings compute 16-bit scores in float32 and cast the result back
+    (``.to(x.dtype)``): their sums and thresholds lose too much in 16 bits.
+    """
+    return x.float() if x.dtype in HALF else x
+
+
 def check_dim(x: torch.Tensor, dim: int, name: str, arg: str = "x") -> None:
     V.tensor(x, arg, name, min_dim=1)
     V.integer(dim, "dim", name)
@@ -78,12 +87,34 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     TypeError; ``temperature = inf`` gives the uniform weights over the keys that are
     not ``-inf``; any ``temperature > 0`` is exact (no overflow), and a tensor
     ``temperature`` receives its gradient.
+
+    Parameters
+    ----------
+    x : tensor of scores ``(..., n, ...)``, floating point; ``-inf`` = masked.
+    dim : the dimension to normalise over.
+    temperature : ``> 0`` (``inf`` allowed): a number or a one-element float tensor
+        (which receives a gradient).
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: non-negative weights that sum to 1 along
+    ``dim`` (0 on a fully ``-inf`` row).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+        ``temperature`` is not ``> 0`` (TypeError for a non-number).
     """
     empty = check_scores(x, dim, "softmax")
     t = _temperature(temperature, "softmax")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     # Subtract the row max before dividing by the temperature, so that no finite
     # score overflows (x / 1e-40 would be inf, and inf - inf NaN): x - max <= 0, and
     # (x - max) / t is in [-inf, 0]. A row that is all -inf has max -inf: it is shifted
@@ -104,7 +135,27 @@ def sigmoid(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Independent weights in (0, 1): *not* on the simplex (rows need not sum to 1).
 
     ``dim`` is only validated (each score is mapped on its own); NaN gives NaN (NaN or
-    ``+inf`` raise ValueError under :func:`attnlab.debug`, as for the other mappings)."""
+    ``+inf`` raise ValueError under :func:`attnlab.debug`, as for the other mappings).
+
+    Parameters
+    ----------
+    x : tensor of scores, floating point.
+    dim : validated only (each score is mapped on its own).
+
+    Returns
+    -------
+    tensor ``torch.sigmoid(x)`` of the shape and dtype of ``x``, values in [0, 1].
+
+    Raises
+    ------
+
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+    """
     if check_scores(x, dim, "sigmoid"):
         return x.clone()
     return torch.sigmoid(x)
@@ -116,6 +167,26 @@ def argmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Piecewise constant, so its gradient is zero almost everywhere: the result carries no
     gradient. A fully ``-inf`` row gives zeros; a row with NaN gives NaN (a ValueError
     under :func:`attnlab.debug`, as NaN or ``+inf``).
+
+    Parameters
+    ----------
+    x : tensor of scores, floating point; ``-inf`` = masked.
+    dim : the dimension to pick the largest score along.
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: 1 at the first largest score of each row,
+    0 elsewhere (all 0 on a fully ``-inf`` row); no gradient.
+
+    Raises
+    ------
+
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
     """
     if check_scores(x, dim, "argmax"):
         return x.detach().clone()

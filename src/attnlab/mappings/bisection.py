@@ -9,7 +9,7 @@ import torch
 
 from ..kernels import sparse as _k
 from ..kernels import tv1d as _tv
-from .basic import HALF, check_scores, jvp_simplex, shift_scores, softmax
+from .basic import check_scores, jvp_simplex, shift_scores, softmax, upcast
 from .sparse import sparsemax_forward
 
 
@@ -130,9 +130,33 @@ def entmax_bisect(
     float or a tensor that broadcasts against ``x`` with size 1 along ``dim`` (e.g.
     one alpha per head, ``(H, 1, 1)``); a tensor ``alpha`` that requires grad gets a
     gradient (Correia, Niculae & Martins 2019 learn it per head).
+
+    Parameters
+    ----------
+    x : tensor of scores, floating point; ``-inf`` = masked.
+    alpha : ``> 0``, a finite number or a tensor broadcastable against ``x`` with size 1
+        along ``dim``.
+    dim : the dimension to normalise over.
+    n_iter : the number of bisection halvings (an int >= 1), or None for the dtype's.
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: weights that sum to 1 along ``dim`` (0 on a
+    fully ``-inf`` row).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+        ``alpha`` is not a finite number ``> 0`` or does not broadcast; ``n_iter`` is
+        not None or an int >= 1 (TypeError for a non-number ``alpha`` or ``n_iter``).
     """
     empty = check_scores(x, dim, "entmax_bisect")
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     alpha = _check_alpha(alpha, x, xf, dim, "entmax_bisect", 0.0)
     n_iter = _check_n_iter(n_iter, "entmax_bisect")
     if empty:
@@ -160,9 +184,33 @@ def normmax_bisect(
     with respect to ``x`` follows from ``dtau = p.dx`` (implicit differentiation of that
     equation); it is written as a straight-through ``tau`` so that autograd computes
     it. ``-inf`` scores get 0, a fully masked row all zeros.
+
+    Parameters
+    ----------
+    x : tensor of scores, floating point; ``-inf`` = masked.
+    alpha : ``> 1``, a finite number or a tensor broadcastable against ``x`` with size 1
+        along ``dim``.
+    dim : the dimension to normalise over.
+    n_iter : the number of bisection halvings (an int >= 1), or None for the dtype's.
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: weights that sum to 1 along ``dim`` (0 on a
+    fully ``-inf`` row).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+        ``alpha`` is not a finite number ``> 1`` or does not broadcast; ``n_iter`` is
+        not None or an int >= 1 (TypeError for a non-number ``alpha`` or ``n_iter``).
     """
     empty = check_scores(x, dim, "normmax_bisect")
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     alpha = _check_alpha(alpha, x, xf, dim, "normmax_bisect", 1.0)
     n_iter = _check_n_iter(n_iter, "normmax_bisect")
     if empty:
@@ -249,6 +297,27 @@ def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:
     direct algorithm (sequential, on CPU in float64, then moved back), so fusedmax
     prefers contiguous spans of equal weight. ``-inf`` positions are dropped before the
     prox (their neighbours become adjacent) and get weight 0. ``lam = 0`` is sparsemax.
+
+    Parameters
+    ----------
+    x : tensor of scores, floating point; ``-inf`` = masked (dropped before the prox).
+    lam : the fused-lasso strength, a finite number ``>= 0``.
+    dim : the dimension to normalise over (neighbours are adjacent along it).
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: weights that sum to 1 along ``dim``, constant
+    on fused spans, exact zeros outside the support.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+        ``lam`` is negative or not finite (TypeError for a non-number).
     """
     empty = check_scores(x, dim, "fusedmax")
     if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
@@ -258,5 +327,5 @@ def fusedmax(x: torch.Tensor, lam: float = 1.0, dim: int = -1) -> torch.Tensor:
         raise ValueError(f"fusedmax: lam must be finite and >= 0, got {lam}")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     return FusedmaxFunction.apply(xf, lam_f, dim).to(x.dtype)

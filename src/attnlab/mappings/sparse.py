@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels import sparse as _k
-from .basic import HALF, check_k, check_scores, shift_scores
+from .basic import check_k, check_scores, shift_scores, upcast
 
 # ------------------------------------------------------------------------ sparsemax
 _METHODS = ("iter", "topk", "sort")
@@ -114,13 +114,29 @@ def sparsemax(
         ``entmax.sparsemax``; given, it selects ``"topk"`` for ``"iter"``): rows whose support fills it are redone with ``4k``, so
         any ``k >= 1`` gives the exact answer. ``None``: a default that fits typical
         supports.
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: weights that sum to 1 along ``dim``, with
+    exact zeros below the threshold (0 on a fully ``-inf`` row).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+        ``method`` is not ``"iter"``, ``"topk"`` or ``"sort"``; ``k`` is not None or an
+        int >= 1 (TypeError for a non-int).
     """
     empty = check_scores(x, dim, "sparsemax")
     k = check_k(k, "sparsemax")
     method = _method(method, "sparsemax")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     return SparsemaxFunction.apply(xf, dim, method, k).to(x.dtype)
 
 
@@ -190,11 +206,33 @@ def entmax15(
     the support is found, as in :func:`sparsemax` (``"iter"`` uses Newton steps with an
     exact support check). All methods are exact. ``k`` is the size of the first
     partial sort, as in :func:`sparsemax`.
+
+    Parameters
+    ----------
+    x : tensor of scores, floating point; ``-inf`` = masked.
+    dim : the dimension to normalise over.
+    k : the size of the first partial sort (``"topk"``), as in :func:`sparsemax`.
+    method : keyword only; ``"iter"`` (default), ``"topk"`` or ``"sort"``.
+
+    Returns
+    -------
+    tensor of the shape and dtype of ``x``: weights that sum to 1 along ``dim``, sparse
+    (exact zeros), 0 on a fully ``-inf`` row.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor (a list, integer or boolean scores), or
+        ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range for ``x``; under :func:`attnlab.debug`, ``x`` holds NaN
+        or ``+inf``.
+        ``method`` or ``k`` is not one of the above (TypeError for a non-int ``k``).
     """
     empty = check_scores(x, dim, "entmax15")
     k = check_k(k, "entmax15")
     method = _method(method, "entmax15")
     if empty:
         return x.clone()
-    xf = x.float() if x.dtype in HALF else x
+    xf = upcast(x)
     return Entmax15Function.apply(xf, dim, method, k).to(x.dtype)

@@ -16,6 +16,7 @@ import math
 import torch
 from torch import nn
 
+from ..mappings.basic import upcast
 from ..masking import position_mask
 from .rope import RoPE, alibi_bias
 
@@ -31,7 +32,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        x32 = upcast(x)
         y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * self.weight.to(y.dtype)).to(x.dtype)
 

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from .. import mappings as M
+from ..registry import Registry
 from .crf import SegmentationAttention
 from .hard import GumbelSoftmax, ReinforceSample
 
 # ---------------------------------------------------------------- by name
-MAPPING_NAMES = (
-    "softmax",
-    "sparsemax",
-    "entmax15",
-    "fusedmax",
-    "gumbel",
-    "reinforce",
-    "structured",
+# Each built as ``cls(**kwargs)`` (:func:`get_mapping`).
+MAPPINGS: Registry[type] = Registry(
+    "mapping",
+    {
+        "softmax": M.Softmax,
+        "sparsemax": M.Sparsemax,
+        "entmax15": M.Entmax15,
+        "fusedmax": M.Fusedmax,
+        "gumbel": GumbelSoftmax,
+        "reinforce": ReinforceSample,
+        "structured": SegmentationAttention,
+    },
 )
+MAPPING_NAMES = MAPPINGS.names()
 
 
 def get_mapping(name: str, **kwargs):
@@ -26,16 +32,19 @@ def get_mapping(name: str, **kwargs):
     ``reinforce`` a :class:`ReinforceSample`, ``structured`` a
     :class:`SegmentationAttention` (``init``, ``normalize``). Keyword arguments go to
     the constructor.
+
+    Parameters
+    ----------
+    name : one of :data:`MAPPING_NAMES` (the :data:`MAPPINGS` registry).
+    **kwargs : passed to the mapping's constructor.
+
+    Returns
+    -------
+    ``nn.Module`` mapping scores ``(..., S)`` to weights ``(..., S)``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is unknown (the message lists the known names).
     """
-    table = {
-        "softmax": M.Softmax,
-        "sparsemax": M.Sparsemax,
-        "entmax15": M.Entmax15,
-        "fusedmax": M.Fusedmax,
-        "gumbel": GumbelSoftmax,
-        "reinforce": ReinforceSample,
-        "structured": SegmentationAttention,
-    }
-    if name not in table:
-        raise ValueError(f"mapping must be one of {MAPPING_NAMES}, got {name!r}")
-    return table[name](**kwargs)
+    return MAPPINGS.get(name)(**kwargs)

@@ -12,17 +12,16 @@ from torch import nn
 
 from .. import validation as V
 from ..multihead import MultiHeadAttention
+from ..registry import Registry
+
+# The feed-forward activations by name (as PyTorch's layers: a name or a callable).
+ACTIVATIONS: Registry[Callable] = Registry(
+    "activation", {"relu": F.relu, "gelu": F.gelu}, otherwise="a callable"
+)
 
 
 def _activation(name: str | Callable) -> Callable:
-    if callable(name):
-        return name
-    acts: dict[str, Callable] = {"relu": F.relu, "gelu": F.gelu}
-    if name not in acts:
-        raise ValueError(
-            f"activation must be 'relu', 'gelu' or a callable, got {name!r}"
-        )
-    return acts[name]
+    return name if callable(name) else ACTIVATIONS.get(name)
 
 
 def _check_seq(x, name: str, fn: str, like: torch.Tensor | None = None) -> None:
@@ -116,8 +115,9 @@ class TransformerEncoderLayer(_Sublayers, nn.Module):
     is_causal=False) -> (B, S, D)``. ``src_mask`` (S, S) or (B, S, S) and
     ``src_key_padding_mask`` (B, S) use ``True`` = may attend (``nn.TransformerEncoderLayer``
     reads the same names the other way round: ``True`` = blocked); ``is_causal=True``
-    applies the causal mask (decoder-only models). ``norm_first=False`` is the paper's
-    post-LN, ``True`` pre-LN. Attention weights: :meth:`Seq2SeqTransformer.attention_maps`.
+    ANDs the causal mask with the others (decoder-only models; the rule in
+    :mod:`attnlab`). ``norm_first=False`` is the paper's post-LN, ``True`` pre-LN.
+    Attention weights: :meth:`Seq2SeqTransformer.attention_maps`.
     """
 
     def __init__(

@@ -9,6 +9,7 @@ import math
 import torch
 
 from ... import mappings as M
+from ...registry import Registry
 from ..twin import (
     Range,
     Readout,
@@ -20,7 +21,9 @@ from ..twin import (
 
 __all__ = ["mapping_lab_twin"]
 
-_MAPS = {"softmax": M.softmax, "sparsemax": M.sparsemax, "entmax15": M.entmax15}
+_MAPS = Registry(
+    "mapping", {"softmax": M.softmax, "sparsemax": M.sparsemax, "entmax15": M.entmax15}
+)
 
 
 def _num(x: float) -> float:

@@ -11,12 +11,14 @@ The ``*_widget`` functions wire sliders to them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 import torch
 
 from ... import mappings as M
 from ...plotting import show
+from ...registry import Registry
 
 __all__ = [
     "MAPPINGS",
@@ -30,7 +32,19 @@ __all__ = [
     "fusedmax_span_widget",
 ]
 
-MAPPINGS = ["softmax", "sparsemax", "entmax", "fusedmax", "argmax", "sigmoid"]
+# The lab's mappings by name, each called as ``f(scores, alpha, lam)``.
+MAPPING_FUNCTIONS: Registry[Callable] = Registry(
+    "mapping",
+    {
+        "softmax": lambda s, alpha, lam: M.softmax(s),
+        "sparsemax": lambda s, alpha, lam: M.sparsemax(s),
+        "entmax": lambda s, alpha, lam: M.entmax_bisect(s, alpha),
+        "fusedmax": lambda s, alpha, lam: M.fusedmax(s, lam=lam),
+        "argmax": lambda s, alpha, lam: M.argmax(s),
+        "sigmoid": lambda s, alpha, lam: M.sigmoid(s),
+    },
+)
+MAPPINGS = list(MAPPING_FUNCTIONS.names())
 DEFAULT_SCORES = "1.2, 0.9, 0.1, -0.4, 0.7, -1.0"
 # Fixed 2-D value vectors (one per key) on a circle, so z = V^T p is easy to see.
 LAB_VALUES = torch.tensor(
@@ -54,19 +68,7 @@ def apply_mapping(
     scores: torch.Tensor, mapping: str, alpha: float = 1.5, lam: float = 0.5
 ) -> torch.Tensor:
     """Map ``scores`` with one of :data:`MAPPINGS` (``entmax`` uses ``alpha``)."""
-    if mapping == "softmax":
-        return M.softmax(scores)
-    if mapping == "sparsemax":
-        return M.sparsemax(scores)
-    if mapping == "entmax":
-        return M.entmax_bisect(scores, alpha)
-    if mapping == "fusedmax":
-        return M.fusedmax(scores, lam=lam)
-    if mapping == "argmax":
-        return M.argmax(scores)
-    if mapping == "sigmoid":
-        return M.sigmoid(scores)
-    raise ValueError(f"mapping must be one of {MAPPINGS}, got {mapping!r}")
+    return MAPPING_FUNCTIONS.get(mapping)(scores, alpha, lam)
 
 
 def _entropy(p: torch.Tensor) -> float:
