@@ -187,8 +187,8 @@ def test_errors():
         sdpa(q, k[..., :3], v)
     with pytest.raises(ValueError, match="number of keys"):
         sdpa(q, k, v[..., :3, :])
-    with pytest.raises(ValueError, match="attn_mask of shape"):  # named, with causal
-        sdpa(q, k, v, attn_mask=torch.ones(5, 6, dtype=torch.bool), is_causal=True)
+    with pytest.raises(ValueError, match="not both"):  # as PyTorch's function
+        sdpa(q, k, v, attn_mask=torch.ones(5, 7, dtype=torch.bool), is_causal=True)
     with pytest.raises(ValueError, match="does not broadcast"):
         sdpa(q, k, v, attn_mask=torch.ones(5, 6, dtype=torch.bool))
     with pytest.raises(TypeError, match="bool"):
@@ -220,27 +220,21 @@ def test_sparse_mappings_with_masks(name):
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
-@pytest.mark.parametrize("kind", ["bool", "float"])
-def test_is_causal_with_attn_mask_is_their_and(kind):
-    """attnlab's one is_causal rule: the top-left triangle ANDed with attn_mask.
-    PyTorch's function refuses both; it gets the merged mask instead."""
+def test_is_causal_with_attn_mask_is_refused_as_by_pytorch():
+    """Under PyTorch's name, PyTorch's rule: attn_mask and is_causal=True together are
+    refused (PyTorch raises too); the merged mask gives PyTorch's result."""
     torch.manual_seed(0)
     q, k, v = qkv(T=5, S=7, dtype=torch.float64)
     keep = torch.rand(2, 1, 5, 7) > 0.3  # (B, 1, T, S)
-    keep[..., 0] = True  # every query keeps key 0, also under the triangle
-    mask = keep if kind == "bool" else attnlab.to_additive(keep, dtype=torch.float64)
+    keep[..., 0] = True
     causal = attnlab.causal_mask(5, 7)  # (T, S), top-left
-    with pytest.raises(RuntimeError):  # PyTorch: one or the other
-        F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)
-    out, w = sdpa(q, k, v, attn_mask=mask, is_causal=True)
-    merged = attnlab.combine_masks(mask, causal)  # (B, 1, T, S)
+    with pytest.raises(RuntimeError):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
+    with pytest.raises(ValueError, match="is_causal"):
+        sdpa(q, k, v, attn_mask=keep, is_causal=True)
+    merged = attnlab.combine_masks(keep, causal)  # (B, 1, T, S)
+    out, w = sdpa(q, k, v, attn_mask=merged)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=merged)
     torch.testing.assert_close(out, ref, **TOL[torch.float64])
     blocked = ~(keep & causal).expand_as(w)  # (B, H, T, S)
-    assert torch.all(w[blocked] == 0) and blocked.any()  # what either blocks: 0
-    # an honest causal attn_mask with is_causal=True changes nothing
-    torch.testing.assert_close(
-        sdpa(q, k, v, attn_mask=causal, is_causal=True)[0],
-        F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        **TOL[torch.float64],
-    )
+    assert torch.all(w[blocked] == 0) and blocked.any()

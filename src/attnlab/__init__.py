@@ -39,16 +39,16 @@ order and defaults included, is theirs):
 * ``softmax``/``Softmax`` give zeros on all ``-inf`` rows (PyTorch: NaN) and are exact
   at any temperature > 0 (a tensor temperature receives its gradient); ``argmax``
   returns one-hot weights;
-* ``is_causal``, one rule in every entry point (``scaled_dot_product_attention``,
-  ``MultiHeadAttention``, the Transformer layers and stacks, ``flash_attention``,
-  ``sliding_window_attention``, ``band_mask``): ``is_causal=True`` is the top-left causal
-  mask (query ``i`` sees keys ``0..i``, as :func:`causal_mask`), ANDed with every other
-  mask passed with it. Wherever PyTorch returns a result this is PyTorch's result
-  (``nn.MultiheadAttention`` and ``nn.Transformer*`` read ``is_causal`` as a hint that
-  the mask they are given is causal, so the AND changes nothing there); where PyTorch
-  raises, attnlab computes the AND: ``F.scaled_dot_product_attention`` refuses an
-  ``attn_mask`` with ``is_causal=True`` (merge them with :func:`combine_masks` before
-  calling it), ``nn.MultiheadAttention`` refuses ``is_causal=True`` without ``attn_mask``;
+* ``is_causal``, one rule per PyTorch counterpart: in ``MultiHeadAttention``, the
+  Transformer layers and stacks, ``flash_attention``, ``sliding_window_attention`` and
+  ``band_mask``, ``is_causal=True`` is the top-left causal mask (query ``i`` sees keys
+  ``0..i``, as :func:`causal_mask`), ANDed with every other mask passed with it
+  (``nn.MultiheadAttention`` and ``nn.Transformer*`` read it as a hint that the mask
+  they are given is causal, so wherever PyTorch returns a result the AND gives that
+  result; where ``nn.MultiheadAttention`` refuses ``is_causal=True`` without
+  ``attn_mask``, attnlab builds the mask). ``scaled_dot_product_attention`` keeps
+  ``F.scaled_dot_product_attention``'s rule: an ``attn_mask`` together with
+  ``is_causal=True`` is a ``ValueError`` (merge them with :func:`combine_masks`);
 * ``entmax_bisect`` picks its iterations from the dtype (``n_iter=None``) and always
   renormalises; ``alpha = 1`` is softmax exactly (entmax 1.3 returns uniform weights
   there: its bisection does not work at alpha = 1, as its docstring warns). Double

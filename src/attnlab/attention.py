@@ -28,13 +28,7 @@ import torch.nn.functional as F
 
 from . import validation as V
 from .mappings import softmax
-from .masking import (
-    apply_mask,
-    causal_mask,
-    check_mask,
-    combine_masks,
-    fully_masked_rows,
-)
+from .masking import apply_mask, causal_mask, combine_masks, fully_masked_rows
 from .scoring import dot_score
 
 __all__ = ["attend", "scaled_dot_product_attention"]
@@ -236,10 +230,9 @@ def scaled_dot_product_attention(
         PyTorch's (float masks are never flipped).
     dropout_p : dropout probability on the weights, applied whenever > 0 (as PyTorch's
         function; pass ``0.0`` at evaluation time).
-    is_causal : query ``i`` attends keys ``0..i`` (top-left triangle, any S), ANDed
-        with ``attn_mask`` if one is given too: attnlab's one ``is_causal`` rule (see
-        :mod:`attnlab`). PyTorch's function raises on both; pass it
-        ``combine_masks(attn_mask, causal_mask(T, S))`` instead.
+    is_causal : query ``i`` attends keys ``0..i`` (top-left triangle, any S); cannot be
+        combined with ``attn_mask`` (as in PyTorch, whose name this is: merge them with
+        :func:`attnlab.combine_masks` first).
     scale : multiplies the scores; default ``1 / sqrt(Dh)``.
     mapping : keyword only; scores -> weights along the last dimension, e.g.
         ``attnlab.sparsemax``; ``None`` (the default) means :func:`attnlab.softmax`.
@@ -268,17 +261,19 @@ def scaled_dot_product_attention(
         )
     dropout_p = V.real(dropout_p, "dropout_p", fn, low=0.0, high=1.0)
     is_causal = V.flag(is_causal, "is_causal", fn)
+    if is_causal and attn_mask is not None:
+        raise ValueError(
+            f"{fn}: pass either attn_mask or is_causal=True, not both (as PyTorch's "
+            "function; combine them with "
+            "attnlab.combine_masks(attn_mask, attnlab.causal_mask(T, S)))"
+        )
     if attn_mask is not None:
         V.tensor(attn_mask, "attn_mask", fn)
     if mapping is not None and not callable(mapping):
         raise TypeError(f"{fn}: mapping must be a callable or None, got {mapping!r}")
     T, S = q.shape[-2], k.shape[-2]
     if is_causal:  # top-left triangle, as PyTorch's; T = 0 or S = 0 give empty masks
-        if attn_mask is not None:  # checked before the AND, so errors name it
-            batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-            check_mask(attn_mask, torch.empty(*batch, T, S, device="meta"), "attn_mask")
-        causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # (T, S)
-        attn_mask = combine_masks(attn_mask, causal)  # (..., T, S)
+        attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # (T, S)
     mapping = softmax if mapping is None else mapping
     # (..., T, Dh) x (..., S, Dh) x (..., S, Dv) -> (..., T, Dv), (..., T, S)
     return attention_core(q, k, v, attn_mask, dropout_p, scale, mapping)
