@@ -1,6 +1,7 @@
 """Regression tests for the bad-input probe (reviews, 2026-11-25): one test per case.
 
-Each test is named after the probe's case number. A case either gives the result
+Each test is named after what it checks; the probe's case number is in the comment
+above it. A case either gives the result
 PyTorch (or the entmax package, or brute force) gives, or a ValueError/TypeError whose
 message names the argument that was wrong; never a silent NaN, never an error from deep
 inside torch.
@@ -46,69 +47,78 @@ def quiet():
 
 
 # ------------------------------------------------------------------ mappings (1-40)
+# probe cases 1, 2
 @pytest.mark.parametrize("shape", [(2, 0), (0, 5), (0, 0), (3, 0, 4)])
 @pytest.mark.parametrize("name", list(MAPPINGS))
-def test_case_1_2_empty_inputs_give_empty_outputs(name, shape):
+def test_mappings_on_empty_inputs_give_empty_outputs(name, shape):
     x = torch.empty(shape)
     out = MAPPINGS[name](x)
     assert out.shape == x.shape and out.dtype == x.dtype
     assert torch.softmax(x, -1).shape == out.shape  # what torch gives
 
 
-def test_case_2_sdpa_sparsemax_on_an_empty_batch():
+# probe case 2
+def test_sdpa_sparsemax_on_an_empty_batch():
     q, k, v = torch.randn(0, 2, 4, 6), torch.randn(0, 2, 5, 6), torch.randn(0, 2, 5, 6)
     out, w = attnlab.scaled_dot_product_attention(q, k, v, mapping=attnlab.sparsemax)
     assert out.shape == (0, 2, 4, 6) and w.shape == (0, 2, 4, 5)
 
 
-def test_case_9_entmax_bisect_alpha_inf_raises():
+# probe case 9
+def test_entmax_bisect_alpha_inf_raises():
     with pytest.raises(ValueError, match="alpha.*argmax"):
         attnlab.entmax_bisect(torch.randn(1, 4), alpha=float("inf"))
     with pytest.raises(ValueError, match="alpha"):
         attnlab.entmax_bisect(torch.randn(1, 4), alpha=torch.tensor([float("inf")]))
 
 
-def test_case_12_entmax_bisect_alpha_none_names_alpha():
+# probe case 12
+def test_entmax_bisect_alpha_none_names_alpha():
     with pytest.raises(TypeError, match="entmax_bisect: alpha"):
         attnlab.entmax_bisect(torch.randn(1, 4), None)
     with pytest.raises(TypeError, match="entmax_bisect: alpha"):
         attnlab.entmax_bisect(torch.randn(1, 4), "2")
 
 
+# probe case 13
 @pytest.mark.parametrize("n_iter", [0, -3])
-def test_case_13_entmax_bisect_n_iter_below_one_raises(n_iter):
+def test_entmax_bisect_n_iter_below_one_raises(n_iter):
     with pytest.raises(ValueError, match="n_iter"):
         attnlab.entmax_bisect(torch.randn(1, 4), 1.5, n_iter=n_iter)
     with pytest.raises(TypeError, match="n_iter"):
         attnlab.entmax_bisect(torch.randn(1, 4), 1.5, n_iter=2.5)
 
 
+# probe cases 19, 22
 @pytest.mark.usefixtures("debug_mode")  # the value scans are on
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 @pytest.mark.parametrize("name", ["softmax", "argmax", "sigmoid", "fusedmax"])
-def test_case_19_22_nan_and_plus_inf_raise(name, bad):
+def test_mappings_refuse_nan_and_plus_inf_under_debug(name, bad):
     x = torch.tensor([[1.0, bad, 0.0]])
     with pytest.raises(ValueError, match=f"{name}: x contains NaN or \\+inf"):
         MAPPINGS[name](x)
 
 
+# probe case 19
 @pytest.mark.usefixtures("debug_mode")  # the value scans are on
-def test_case_19_softmax_nan_deep_in_a_batch_raises():
+def test_softmax_nan_deep_in_a_batch_raises_under_debug():
     x = torch.randn(4, 3, 7)
     x[2, 1, 5] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         attnlab.softmax(x, dim=1)
 
 
+# probe case 31
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
 @pytest.mark.parametrize("name", list(MAPPINGS))
-def test_case_31_integer_or_bool_scores_raise_type_error(name, dtype):
+def test_mappings_refuse_integer_or_bool_scores(name, dtype):
     x = torch.arange(4).to(dtype)
     with pytest.raises(TypeError, match="floating-point"):
         MAPPINGS[name](x)
 
 
-def test_case_40_fusedmax_lam_inf_names_lam():
+# probe case 40
+def test_fusedmax_lam_inf_names_lam():
     with pytest.raises(ValueError, match="fusedmax: lam must be finite"):
         attnlab.fusedmax(torch.randn(1, 3), lam=float("inf"))
     with pytest.raises(TypeError, match="lam"):
@@ -116,7 +126,8 @@ def test_case_40_fusedmax_lam_inf_names_lam():
 
 
 # ------------------------------------------------------------------ attention (49-84)
-def test_case_49_sdpa_with_no_keys_returns_what_torch_returns():
+# probe case 49
+def test_sdpa_with_no_keys_returns_what_torch_returns():
     q, k, v = torch.randn(2, 3, 4, 6), torch.randn(2, 3, 0, 6), torch.randn(2, 3, 0, 5)
     out, w = attnlab.scaled_dot_product_attention(q, k, v)
     ref = F.scaled_dot_product_attention(q, k, v)
@@ -126,14 +137,16 @@ def test_case_49_sdpa_with_no_keys_returns_what_torch_returns():
     torch.testing.assert_close(out_c, ref)
 
 
-def test_case_50_attend_with_no_keys_gives_zeros():
+# probe case 50
+def test_attend_with_no_keys_gives_zeros():
     q, k, v = torch.randn(2, 4, 6), torch.randn(2, 0, 6), torch.randn(2, 0, 5)
     out, w = attnlab.attend(q, k, v)
     assert w.shape == (2, 4, 0)
     torch.testing.assert_close(out, torch.zeros(2, 4, 5))
 
 
-def test_case_55_sdpa_batch_mismatch_names_q_and_k():
+# probe case 55
+def test_sdpa_batch_mismatch_names_q_and_k():
     q, kv = torch.randn(2, 4, 6), torch.randn(3, 5, 6)
     with pytest.raises(ValueError, match="leading .* of q .* and k"):
         attnlab.scaled_dot_product_attention(q, kv, kv)
@@ -141,7 +154,8 @@ def test_case_55_sdpa_batch_mismatch_names_q_and_k():
         attnlab.attend(q, kv, kv)
 
 
-def test_case_59_sdpa_on_integer_tensors_names_the_tensor():
+# probe case 59
+def test_sdpa_on_integer_tensors_names_the_tensor():
     q = torch.randint(0, 3, (2, 4, 6))
     with pytest.raises(TypeError, match="scaled_dot_product_attention: q must be"):
         attnlab.scaled_dot_product_attention(q, q, q)
@@ -149,7 +163,8 @@ def test_case_59_sdpa_on_integer_tensors_names_the_tensor():
         attnlab.attend(q, q, q)
 
 
-def test_case_72_a_finite_stand_in_on_a_whole_row_gives_the_unmasked_weights():
+# probe case 72
+def test_a_finite_stand_in_on_a_whole_row_gives_the_unmasked_weights():
     doc = attnlab.fully_masked_rows.__doc__
     assert "uniformly" not in doc and "unmasked" in doc
     scores = torch.randn(1, 5, dtype=torch.float64)
@@ -157,14 +172,16 @@ def test_case_72_a_finite_stand_in_on_a_whole_row_gives_the_unmasked_weights():
     torch.testing.assert_close(masked, attnlab.softmax(scores))
 
 
+# probe case 80
 @pytest.mark.parametrize("scale", [float("nan"), float("inf"), -float("inf")])
-def test_case_80_sdpa_non_finite_scale_raises(scale):
+def test_sdpa_non_finite_scale_raises(scale):
     q = torch.randn(1, 3, 4)
     with pytest.raises(ValueError, match="scale must be finite"):
         attnlab.scaled_dot_product_attention(q, q, q, scale=scale)
 
 
-def test_case_81_sdpa_string_scale_names_scale():
+# probe case 81
+def test_sdpa_string_scale_names_scale():
     q = torch.randn(1, 3, 4)
     with pytest.raises(TypeError, match="scale must be a real number"):
         attnlab.scaled_dot_product_attention(q, q, q, scale="0.5")
@@ -172,10 +189,11 @@ def test_case_81_sdpa_string_scale_names_scale():
         attnlab.scaled_dot_product_attention(q, q, q, dropout_p="0.1")
 
 
+# probe case 84
 @pytest.mark.usefixtures("debug_mode")  # the value scans are on
 @pytest.mark.parametrize("where", ["q", "k", "v"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_case_84_nan_or_inf_in_q_k_v_names_the_tensor(where, bad):
+def test_nan_or_inf_in_q_k_v_names_the_tensor(where, bad):
     t = {n: torch.randn(1, 3, 4) for n in "qkv"}
     t[where][0, 1, 2] = bad
     with pytest.raises(ValueError, match=f"scaled_dot_product_attention: {where} "):
@@ -184,7 +202,8 @@ def test_case_84_nan_or_inf_in_q_k_v_names_the_tensor(where, bad):
         attnlab.attend(t["q"], t["k"], t["v"])
 
 
-def test_case_222_fully_masked_row_is_zero_as_in_torch_sdpa():
+# probe case 222
+def test_fully_masked_row_is_zero_as_in_torch_sdpa():
     q, k, v = torch.randn(1, 3, 4), torch.randn(1, 5, 4), torch.randn(1, 5, 2)
     mask = torch.ones(3, 5, dtype=torch.bool)
     mask[1] = False
@@ -204,15 +223,17 @@ def _pair(D=8, H=2, seed=0):
     return ref, attnlab.MultiHeadAttention(D, H).load_torch(ref).eval()
 
 
-def test_case_90_mha_float_sizes_raise_type_error():
+# probe case 90
+def test_mha_float_sizes_raise_type_error():
     with pytest.raises(TypeError, match="d_model must be an int"):
         attnlab.MultiHeadAttention(8.0, 2)
     with pytest.raises(TypeError, match="n_heads must be an int"):
         attnlab.MultiHeadAttention(8, 2.0)
 
 
+# probe case 91
 @pytest.mark.parametrize("kw", [{"kdim": 0}, {"kdim": -3}, {"vdim": 0}])
-def test_case_91_mha_kdim_vdim_below_one_raise(kw):
+def test_mha_kdim_vdim_below_one_raise(kw):
     with pytest.raises(
         ValueError, match=f"{next(iter(kw))} must be None or an int >= 1"
     ):
@@ -221,7 +242,8 @@ def test_case_91_mha_kdim_vdim_below_one_raise(kw):
         attnlab.MultiHeadAttention(8, 2, kdim=3.0)
 
 
-def test_case_100_float_key_padding_mask_0_1_is_refused():
+# probe case 100
+def test_float_key_padding_mask_0_1_is_refused():
     _, mine = _pair()
     x = torch.randn(2, 5, 8)
     kpm = torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]])  # 1 = real, 0 = pad
@@ -233,7 +255,8 @@ def test_case_100_float_key_padding_mask_0_1_is_refused():
         mine(x, x, x, attn_mask=torch.ones(5, 5).triu(1))
 
 
-def test_case_100_float_key_padding_mask_is_added_as_in_torch():
+# probe case 100
+def test_float_key_padding_mask_is_added_as_in_torch():
     ref, mine = _pair()
     x = torch.randn(2, 5, 8)
     bool_kpm = torch.tensor([[True, True, True, False, False], [True] * 5])
@@ -249,7 +272,8 @@ def test_case_100_float_key_padding_mask_is_added_as_in_torch():
     torch.testing.assert_close(w_m, w_t)
 
 
-def test_case_103_mask_as_a_list_names_the_argument():
+# probe case 103
+def test_mask_as_a_list_names_the_argument():
     _, mine = _pair()
     x = torch.randn(2, 5, 8)
     with pytest.raises(TypeError, match="key_padding_mask must be a torch.Tensor"):
@@ -260,7 +284,8 @@ def test_case_103_mask_as_a_list_names_the_argument():
         mine(x, x, x, key_padding_mask=torch.ones(2, 5, dtype=torch.long))
 
 
-def test_case_105_pytorch_style_padding_mask_with_an_unpadded_sequence_warns():
+# probe case 105
+def test_pytorch_style_padding_mask_with_an_unpadded_sequence_warns():
     _, mine = _pair()
     x = torch.randn(2, 5, 8)
     torch_style = torch.tensor([[False] * 5, [False, False, False, True, True]])
@@ -268,7 +293,8 @@ def test_case_105_pytorch_style_padding_mask_with_an_unpadded_sequence_warns():
         mine(x, x, x, key_padding_mask=torch_style)
 
 
-def test_case_105_left_padded_batch_in_our_convention_is_silent(quiet):
+# probe case 105
+def test_left_padded_batch_in_our_convention_is_silent(quiet):
     _, mine = _pair()
     x = torch.randn(3, 5, 8)
     left = torch.tensor(
@@ -279,14 +305,16 @@ def test_case_105_left_padded_batch_in_our_convention_is_silent(quiet):
     mine(x, x, x, attn_mask=attnlab.causal_mask(5))  # a real causal mask too
 
 
-def test_case_105_empty_source_is_silent(quiet):
+# probe case 105
+def test_mha_with_an_empty_source_is_silent(quiet):
     _, mine = _pair()
     q, kv = torch.randn(2, 4, 8), torch.randn(2, 0, 8)
     out, w = mine(q, kv, kv, key_padding_mask=torch.ones(2, 0, dtype=torch.bool))
     assert out.shape == (2, 4, 8) and w.shape == (2, 4, 0)
 
 
-def test_case_108_mha_accepts_pytorch_3d_attn_mask_layout():
+# probe case 108
+def test_mha_accepts_pytorch_3d_attn_mask_layout():
     ref, mine = _pair()
     x = torch.randn(2, 4, 8)
     m = torch.randn(2 * 2, 4, 4)  # (B*H, T, S), float: the same meaning in both
@@ -301,7 +329,8 @@ def test_case_108_mha_accepts_pytorch_3d_attn_mask_layout():
         mine(x, x, x, attn_mask=torch.zeros(4, 5))
 
 
-def test_case_110_pytorch_style_causal_mask_warns():
+# probe case 110
+def test_pytorch_style_causal_mask_warns():
     _, mine = _pair()
     x = torch.randn(2, 4, 8)
     triu = torch.ones(4, 4, dtype=torch.bool).triu(1)  # PyTorch: True = blocked
@@ -314,7 +343,8 @@ def test_case_110_pytorch_style_causal_mask_warns():
         layer(x, src_mask=triu)
 
 
-def test_case_114_mha_with_no_keys_equals_torch():
+# probe case 114
+def test_mha_with_no_keys_equals_torch():
     ref, mine = _pair()
     q, kv = torch.randn(2, 3, 8), torch.randn(2, 0, 8)
     out_t, w_t = ref(q, kv, kv)
@@ -336,7 +366,8 @@ def test_mha_nan_in_query_names_query():
 
 
 # ------------------------------------------------------------ transformer (120-140)
-def test_case_120_encoder_layer_on_2d_input_names_src():
+# probe case 120
+def test_encoder_layer_on_2d_input_names_src():
     layer = attnlab.TransformerEncoderLayer(8, 2, 16)
     with pytest.raises(ValueError, match="src must be batch-first"):
         layer(torch.randn(5, 8))
@@ -345,7 +376,8 @@ def test_case_120_encoder_layer_on_2d_input_names_src():
         dec(torch.randn(1, 5, 8), torch.randn(5, 8))
 
 
-def test_case_127_copy_from_torch_refuses_the_other_layer_type():
+# probe case 127
+def test_copy_from_torch_refuses_the_other_layer_type():
     enc = attnlab.TransformerEncoderLayer(8, 2, 16)
     with pytest.raises(TypeError, match="nn.TransformerEncoderLayer"):
         attnlab.copy_from_torch(enc, nn.TransformerDecoderLayer(8, 2, 16))
@@ -361,23 +393,26 @@ def _lm():
     return attnlab.TransformerLM(cfg).eval()
 
 
+# probe case 130
 @pytest.mark.parametrize("bad", [10, -1, 40000])
-def test_case_130_lm_ids_out_of_the_vocabulary(bad):
+def test_lm_refuses_ids_outside_the_vocabulary(bad):
     with pytest.raises(
         ValueError, match=r"ids holds the id -?[0-9]+, outside the vocabulary \[0, 10\)"
     ):
         _lm()(torch.tensor([[1, bad]]))
 
 
-def test_case_132_lm_on_1d_ids_names_ids():
+# probe case 132
+def test_lm_on_1d_ids_names_ids():
     with pytest.raises(ValueError, match=r"ids must be token ids \(B, T\)"):
         _lm()(torch.tensor([1, 2, 3]))
     with pytest.raises(TypeError, match="integer token ids"):
         _lm()(torch.tensor([[1.0, 2.0]]))
 
 
+# probe case 136
 @pytest.mark.parametrize("t", [-1.0, float("nan"), float("inf")])
-def test_case_136_generate_bad_temperature(t):
+def test_lm_generate_refuses_a_bad_temperature(t):
     with pytest.raises(ValueError, match="temperature"):
         _lm().generate(torch.tensor([[1, 2]]), 3, temperature=t)
 
@@ -389,7 +424,8 @@ def _s2s():
     return attnlab.Seq2SeqTransformer(cfg).eval()
 
 
-def test_case_138_empty_source_runs_without_a_convention_warning(quiet):
+# probe case 138
+def test_seq2seq_on_an_empty_source_runs_without_a_convention_warning(quiet):
     model = _s2s()
     src = torch.tensor([[5, 6, 7]])
     ids, _ = model.greedy(src, src_lengths=[0], max_len=4)
@@ -400,17 +436,19 @@ def test_case_138_empty_source_runs_without_a_convention_warning(quiet):
     assert out.isfinite().all()
 
 
-def test_case_140_beam_with_a_batch_says_it_takes_one_source():
+# probe case 140
+def test_seq2seq_beam_on_a_batch_says_it_takes_one_source():
     with pytest.raises(ValueError, match=r"src must be token ids \(S,\), got \(1, 3\)"):
         _s2s().beam(torch.tensor([[3, 4, 5]]), beam_size=2, max_len=3)
 
 
 # ------------------------------------------------------------- positional (142-149)
+# probe cases 142, 143, 149
 @pytest.mark.parametrize(
     "module",
     [attnlab.SinusoidalPositionalEncoding(8), attnlab.LearnedPositionalEncoding(8)],
 )
-def test_case_142_143_149_offset_must_be_a_non_negative_int(module):
+def test_positional_offset_must_be_a_non_negative_int(module):
     x = torch.zeros(1, 3, 8)
     with pytest.raises(ValueError, match="offset must be >= 0"):
         module(x, offset=-1)
@@ -419,7 +457,8 @@ def test_case_142_143_149_offset_must_be_a_non_negative_int(module):
     torch.testing.assert_close(module(x, offset=2), module(torch.zeros(1, 5, 8))[:, 2:])
 
 
-def test_case_147_sinusoidal_base_nan_raises():
+# probe case 147
+def test_sinusoidal_base_must_be_finite_and_above_one():
     for base in (float("nan"), float("inf"), 1.0):
         with pytest.raises(ValueError, match="base must be finite and > 1"):
             attnlab.sinusoidal_encoding(3, 8, base=base)
@@ -428,19 +467,22 @@ def test_case_147_sinusoidal_base_nan_raises():
 
 
 # --------------------------------------------------------------- masking (152-155)
-def test_case_152_causal_mask_float_size_names_it():
+# probe case 152
+def test_causal_mask_float_size_names_it():
     with pytest.raises(TypeError, match="causal_mask: T must be an int"):
         attnlab.causal_mask(3.5)
     with pytest.raises(TypeError, match="causal_mask: S must be an int"):
         attnlab.causal_mask(3, 2.0)
 
 
-def test_case_154_padding_mask_float_lengths_raise():
+# probe case 154
+def test_padding_mask_float_lengths_raise():
     with pytest.raises(TypeError, match="lengths must be integers"):
         attnlab.padding_mask([2.5, 1.0])
 
 
-def test_case_155_padding_mask_of_no_lengths_is_empty():
+# probe case 155
+def test_padding_mask_of_no_lengths_is_empty():
     assert attnlab.padding_mask([]).shape == (0, 0)
     assert attnlab.padding_mask([], 4).shape == (0, 4)
 
@@ -455,7 +497,8 @@ def test_float_mask_with_nan_names_the_mask():
 
 
 # ------------------------------------------------------------ structured (175-181)
-def test_case_175_infeasible_chain_raises():
+# probe case 175
+def test_crf_with_no_feasible_labelling_names_the_examples():
     unary = torch.randn(2, 4, 3, dtype=torch.float64)
     transition = torch.full((3, 3), float("-inf"), dtype=torch.float64)
     with pytest.raises(
@@ -467,8 +510,9 @@ def test_case_175_infeasible_chain_raises():
         linear_chain_marginals(unary, torch.zeros(3, 3, dtype=torch.float64))
 
 
+# probe case 176
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_case_176_half_precision_crf_is_computed_in_float32(dtype):
+def test_half_precision_crf_is_computed_in_float32(dtype):
     g = torch.Generator().manual_seed(0)
     unary = torch.randn(4, 12, 3, generator=g).to(dtype)
     transition = torch.randn(3, 3, generator=g).to(dtype)
@@ -479,7 +523,8 @@ def test_case_176_half_precision_crf_is_computed_in_float32(dtype):
     torch.testing.assert_close(got.double(), ref, atol=eps, rtol=0)
 
 
-def test_case_181_segmentation_marginals_empty():
+# probe case 181
+def test_segmentation_marginals_of_empty_scores_are_empty():
     assert segmentation_marginals(torch.empty(2, 0), torch.zeros(2, 2)).shape == (2, 0)
     assert segmentation_marginals(torch.empty(0, 5), torch.zeros(2, 2)).shape == (0, 5)
 

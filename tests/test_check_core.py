@@ -1,4 +1,4 @@
-"""The check machinery (attnlab.check._core): one line, strict raising, hostile input."""
+"""The check machinery (attnlab.course.check_core): one line, strict, hostile input."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attnlab
-from attnlab.check._core import (
+from attnlab.course.check_core import (  # _resolve: no public name
     Case,
     CheckFailed,
     _resolve,
@@ -171,7 +171,7 @@ def test_forbid_catches_a_call_through_the_defining_module(monkeypatch):
 
     monkeypatch.setenv("ATTNLAB_STRICT", "0")  # a failing check returns, not raises
 
-    from attnlab.check._core import Case, run_check
+    from attnlab.course.check_core import Case, run_check
 
     def uses_grad(x):
         x = x.clone().requires_grad_()

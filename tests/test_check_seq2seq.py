@@ -108,7 +108,7 @@ def test_greedy_names_the_bug(wrong, hint):
 
 
 def test_greedy_cases_end_rows_at_different_steps():
-    from attnlab.course.ch01_seq2seq.check import _greedy_case
+    from attnlab.course.ch01_seq2seq.check import _greedy_case  # no public name
 
     ids = _greedy_case("x", "dot", "luong", 4, 0.5, [3, 4, 2, 4, 1, 3], 8).expected
     ended = (ids == 2).any(1)  # eos id 2

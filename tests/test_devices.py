@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
+import pytest
 import torch
 
 import attnlab
@@ -45,3 +49,24 @@ def test_setup_notebook_seeds_everything():
     attnlab.setup_notebook(seed=3)
     b = torch.randn(4)
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "seed, err",
+    [(-1, ValueError), (2**32, ValueError), (1.5, TypeError), ("3", TypeError)],
+)
+def test_a_bad_seed_is_refused_before_anything_is_seeded(seed, err):
+    # found writing the Raises section: 1.5 seeded Python, then NumPy raised
+    attnlab.seed_everything(0)
+    expected = random.random()
+    attnlab.seed_everything(0)
+    with pytest.raises(err, match="seed_everything: seed"):
+        attnlab.seed_everything(seed)
+    assert random.random() == expected  # Python's generator untouched
+
+
+def test_a_numpy_int_seed_is_an_int():
+    attnlab.seed_everything(np.int64(5))
+    a = torch.randn(3)
+    attnlab.seed_everything(5)
+    assert torch.equal(a, torch.randn(3))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.check import _core, recipe
+from attnlab.check import recipe
+from attnlab.course import check_core
 from attnlab.grade import replay
 
 
@@ -22,7 +23,7 @@ def _winner(angle, keys):
 def _recorded(fn, check=recipe.winning_key) -> list[dict]:
     """What the sentry would record for ``fn``: (name, index, outcome) per case."""
     seen = []
-    real = _core._call_answer
+    real = check_core._call_answer
 
     def spy(name, index, f, args, kwargs):
         outcome = real(name, index, f, args, kwargs)
@@ -35,11 +36,11 @@ def _recorded(fn, check=recipe.winning_key) -> list[dict]:
         seen.append({"name": name, "index": index, "outcome": data})
         return outcome
 
-    _core._call_answer = spy
+    check_core._call_answer = spy
     try:
         check(fn)
     finally:
-        _core._call_answer = real
+        check_core._call_answer = real
     return seen
 
 

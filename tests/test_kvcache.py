@@ -38,7 +38,7 @@ def test_cached_logits_equal_full_forward():
     model = lm(False)
     ids = torch.randint(3, 12, (2, 9))
     cache = attnlab.KVCache()
-    from attnlab.kvcache import _forward_cached
+    from attnlab.kvcache import _forward_cached  # no public name
 
     first = _forward_cached(model, ids[:, :4], cache)
     rest = [_forward_cached(model, ids[:, t : t + 1], cache) for t in range(4, 9)]

@@ -4,7 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.distributed import _merge, ring_attention, ring_bytes_per_rank
+from attnlab.distributed import (  # _merge: no public name
+    _merge,
+    ring_attention,
+    ring_bytes_per_rank,
+)
 
 
 def test_ring_equals_full_causal_attention_and_bytes():

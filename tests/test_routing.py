@@ -102,6 +102,25 @@ def test_bad_input():
         block_routed_attention(x, x, x, block_size=2, top_k=1, return_stats=1)
 
 
+def test_no_query_is_a_value_error_naming_t():
+    # found writing the Raises section: T = 0 was an IndexError from inside
+    x = torch.randn(1, 0, 4)
+    with pytest.raises(
+        ValueError, match="block_routed_attention: the sequence length T"
+    ):
+        block_routed_attention(x, x, x, block_size=2, top_k=1)
+    with pytest.raises(ValueError, match="route_blocks: the number of keys S"):
+        route_blocks(x, x, block_size=2, top_k=1)
+
+
+def test_head_width_zero_is_causal_sdpa():
+    # found writing the Raises section: Dh = 0 was a ZeroDivisionError (default scale)
+    q, v = torch.randn(2, 5, 0), torch.randn(2, 5, 3)
+    out = block_routed_attention(q, q, v, block_size=2, top_k=3)  # every block
+    ref = F.scaled_dot_product_attention(q, q, v, is_causal=True)
+    torch.testing.assert_close(out, ref)
+
+
 def test_block_window_equals_routing_when_top_k_covers_the_past_or_is_one():
     from attnlab.efficient.routing import block_window_attention
 

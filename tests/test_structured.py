@@ -203,6 +203,12 @@ def test_bad_dtype_type_errors():
         S.linear_chain_marginals(torch.ones(1, 2, 2), torch.zeros(2, 2, **F64))
 
 
+def test_a_list_mask_is_a_type_error_naming_it():
+    # found writing the Raises section: was AttributeError 'list' ... 'dtype'
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        S.linear_chain_marginals(torch.ones(1, 2, 2), torch.zeros(2, 2), [[True] * 2])
+
+
 # ------------------------------------------------------------------ hard attention
 def test_gumbel_straight_through_is_one_hot_and_has_gradient():
     g = S.GumbelSoftmax(tau=0.5)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.course.ch13_modern.twins import _reference, rope_twin
+from attnlab.course.ch13_modern.twins import rope_twin
 from attnlab.course.ch13_modern.widgets import rope_scores
+from attnlab.course.twin import CHECKS
 from attnlab.modern import RoPE
 
 
@@ -26,9 +27,9 @@ def test_rope_scores_depend_on_offset_only():
 
 def test_twin_reference_is_consistent():
     t = rope_twin()
-    r = _reference({"offset": 16, "scale": "2"}, t.data)
+    r = CHECKS["rope"].reference({"offset": 16, "scale": "2"}, t.data)
     assert abs(r["score"] - r["same_offset_far"]) < 1e-9
     assert r["score"] != r["score_zero"]
-    r8 = _reference({"offset": 8, "scale": "1"}, t.data)
+    r8 = CHECKS["rope"].reference({"offset": 8, "scale": "1"}, t.data)
     assert abs(r8["score"] - r["score"]) < 1e-9  # offset 16 at scale 2 = offset 8
     assert 'data-twin="rope"' in t.html()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.course.ch14_serving.twins import K_MAX, _reference, speculative_twin
+from attnlab.course.ch14_serving.twins import K_MAX, speculative_twin
 from attnlab.course.ch14_serving.widgets import speculative_demo, speculative_widget
-from attnlab.course.twin import rng
+from attnlab.course.twin import CHECKS, rng
 
 
 def test_demo_prints_rounds_and_stats(capsys):
@@ -27,7 +27,7 @@ def test_twin_reference():
             assert all(max(row) == 10_000 for row in r["q"])
     seen = set()
     for seed in range(30):
-        ref = _reference(
+        ref = CHECKS["speculative"].reference(
             {"prompt": "1", "temperature": "1", "k": 6, "seed": seed}, data
         )
         assert ref["emitted"] == ref["accepted"] + 1 == len(ref["text"])
@@ -38,6 +38,8 @@ def test_twin_reference():
     r = data["rounds"]["0/0"]
     agree = [int(torch.tensor(r["p"][i]).argmax()) == r["x"][i] for i in range(K_MAX)]
     n = agree.index(False) if False in agree else K_MAX
-    ref = _reference({"prompt": "0", "temperature": "0", "k": K_MAX, "seed": 5}, data)
+    ref = CHECKS["speculative"].reference(
+        {"prompt": "0", "temperature": "0", "k": K_MAX, "seed": 5}, data
+    )
     assert ref["accepted"] == n
     assert len(rng.uniforms(0, 3)) == 3

@@ -370,11 +370,11 @@ def test_head_view_twin_reads_its_thousandths():
 def test_positional_dot_depends_only_on_the_offset():
     """The twin's bottom panel: PE[p] . PE[p + k] read from attnlab's table equals the
     identity the reference uses (a sum of cos(w_i k)), at every position p."""
-    from attnlab.course.ch07_transformer.twins import _positional_reference
+    reference = CHECKS["positional"].reference
 
     data = {"n_positions": 64, "d_model": 32, "base": 10000.0}
     pe = attnlab.sinusoidal_encoding(128, 32, dtype=torch.float64)  # (P, D)
     for pos, k in ((10, 4), (40, -7), (50, 32), (0, 0), (33, 1)):
-        ref = _positional_reference({"position": pos, "dim": 0, "offset": k}, data)
+        ref = reference({"position": pos, "dim": 0, "offset": k}, data)
         assert abs(float(pe[pos] @ pe[pos + k]) - ref["dot"]) < 1e-9
     assert tw07.positional_twin().head == HEAD  # it follows a static figure

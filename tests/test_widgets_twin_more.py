@@ -117,14 +117,14 @@ def test_adversary_reference():
 
 
 def test_slides_bug_reference_is_the_widgets_view():
-    from attnlab.course.ch06_multihead.twins import _reference
+    reference = CHECKS["slides_bug"].reference
 
-    assert _reference({"T": 6, "H": 3}, {}) == {
+    assert reference({"T": 6, "H": 3}, {}) == {
         "raises": False,
         "rows": 2,
         "seen": "0,3 | 1,4 | 2,5",
     }
-    assert _reference({"T": 7, "H": 3}, {})["raises"] is True
+    assert reference({"T": 7, "H": 3}, {})["raises"] is True
 
 
 def test_import_all_twins_registers_every_chapters_checks():

@@ -14,11 +14,26 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from . import validation as V
+
 __all__ = ["device", "available_devices", "seed_everything"]
 
 
 def seed_everything(seed: int = 0) -> None:
-    """Seed Python, NumPy and torch (all devices) so a chapter runs the same each time."""
+    """Seed Python, NumPy and torch (all devices) so a chapter runs the same each time.
+
+    Parameters
+    ----------
+    seed : an int in [0, 2^32 - 1] (NumPy's range), Python's or NumPy's.
+
+    Raises
+    ------
+    TypeError
+        ``seed`` is not an int (a bool, float or string).
+    ValueError
+        ``seed`` is outside [0, 2^32 - 1]. Checked before any generator is seeded.
+    """
+    seed = V.integer(seed, "seed", "seed_everything", low=0, high=2**32 - 1)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -30,7 +45,12 @@ def _mps_available() -> bool:
 
 
 def device() -> torch.device:
-    """The best available device: ``cuda``, then ``mps``, then ``cpu``."""
+    """The best available device: ``cuda``, then ``mps``, then ``cpu``.
+
+    Returns
+    -------
+    torch.device, without an index (``cuda`` is the current CUDA device).
+    """
     if torch.cuda.is_available():
         return torch.device("cuda")
     if _mps_available():
@@ -39,7 +59,12 @@ def device() -> torch.device:
 
 
 def available_devices() -> list[torch.device]:
-    """Every device the tests should run on: always ``cpu``, plus ``cuda``/``mps``."""
+    """Every device the tests should run on: always ``cpu``, plus ``cuda``/``mps``.
+
+    Returns
+    -------
+    list of torch.device: ``cpu`` first, then ``cuda`` and ``mps`` where available.
+    """
     devs = [torch.device("cpu")]
     if torch.cuda.is_available():
         devs.append(torch.device("cuda"))

@@ -60,7 +60,13 @@ _DERIVED = contextvars.ContextVar("attnlab_derived_masks", default=False)
 def derived_masks() -> Iterator[None]:
     """Inside this block masks are trusted to follow attnlab's convention (a model built
     them from lengths or pad ids), so :func:`warn_if_nothing_attended` stays silent: a
-    row with no key there means an empty input, not a PyTorch-style mask."""
+    row with no key there means an empty input, not a PyTorch-style mask.
+
+    Returns
+    -------
+    A context manager (``with attnlab.derived_masks(): ...``); the setting is
+    per context (thread or task) and restored on leaving the block.
+    """
     token = _DERIVED.set(True)
     try:
         yield
@@ -445,6 +451,22 @@ def warn_if_nothing_attended(
     convention whose every row keeps a key (e.g. a left-padded batch) and inside
     :func:`derived_masks` (a model's own masks: an empty source there is just empty).
     Filter :class:`MaskConventionWarning` where a dead row is intended.
+
+    Parameters
+    ----------
+    mask : the mask to inspect (any dtype; only a bool mask can warn).
+    name : the argument's name in the message; a name ending in
+        ``key_padding_mask`` is read as a padding mask (a row per sequence), any
+        other as an attention mask (a row per query).
+
+    Returns
+    -------
+    bool, whether a :class:`MaskConventionWarning` was issued.
+
+    Raises
+    ------
+    TypeError
+        ``mask`` is not a tensor.
     """
     V.tensor(mask, "mask", "warn_if_nothing_attended")
     if (
@@ -544,6 +566,33 @@ def canonical_mask(
     metadata; a mask the caller built (outside :func:`derived_masks`) is also scanned
     once for the convention mistakes (NaN/+inf or 0/1 float masks raise, a boolean
     row with no key warns): one host sync per mask. A float result has ``dtype``.
+
+    Parameters
+    ----------
+    attn_mask : None, or a bool or float mask of one of the shapes above.
+    key_padding_mask : None, or a bool or float (B, S) mask.
+    B, H, T, S : the batch, heads, queries and keys of the scores.
+    dtype : the scores' dtype (of a float result).
+    fn : the caller's name, for the messages.
+
+    Returns
+    -------
+    None if both masks are None, else the combined mask of shape
+    ``(B|1, H|1, T, S)``: bool if both are bool, else float in ``dtype``.
+
+    Raises
+    ------
+    TypeError
+        A mask is not a tensor, or neither bool nor floating point.
+    ValueError
+        A mask's shape does not fit (B, H, T, S); a float mask the caller built holds
+        NaN or +inf, or only 0s and 1s.
+
+    Warns
+    -----
+    MaskConventionWarning
+        A bool mask the caller built leaves a row with no key
+        (:func:`warn_if_nothing_attended`).
     """
     for m, name in ((attn_mask, "attn_mask"), (key_padding_mask, "key_padding_mask")):
         if m is None:

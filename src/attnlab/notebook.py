@@ -10,7 +10,24 @@ __all__ = ["setup_notebook", "glue"]
 
 
 def setup_notebook(seed: int = 0) -> torch.device:
-    """Seed everything, set plot defaults, and return the device chapters should use."""
+    """Seed everything, set plot defaults, and return the device chapters should use.
+
+    Also sets torch's print options (4 digits, no scientific notation) and
+    matplotlib's figure size, dpi and font sizes for the book.
+
+    Parameters
+    ----------
+    seed : passed to :func:`attnlab.seed_everything`.
+
+    Returns
+    -------
+    torch.device, :func:`attnlab.device`'s choice.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attnlab.seed_everything` for a bad ``seed`` (before anything is set).
+    """
     import matplotlib as mpl
 
     seed_everything(seed)
@@ -47,6 +64,16 @@ def glue(name: str, value, display: bool = False):
     A NumPy scalar or a one-element tensor is glued as the plain Python number it
     holds: myst-nb formats ``{glue:text}`` from the value's ``repr``, and
     ``np.float64(0.34)`` cannot take a format spec.
+
+    Parameters
+    ----------
+    name : the key the markdown quotes (``{glue:text}`name```), unique in the page.
+    value : any value; a NumPy scalar or a one-element tensor is glued as a number.
+    display : also show the value in the cell's output.
+
+    Returns
+    -------
+    ``value`` itself, unchanged.
     """
     shown = _plain_number(value)
     try:

@@ -67,12 +67,32 @@ def debug(enabled: bool = True) -> contextlib.AbstractContextManager:
     ``attnlab.debug()`` (or ``ATTNLAB_DEBUG=1`` in the environment) switches them on
     for the rest of the run, ``attnlab.debug(False)`` off. Scans cost a host sync per
     tensor; off by default, as in PyTorch (``torch.autograd.set_detect_anomaly`` is
-    its counterpart)."""
+    its counterpart).
+
+    Parameters
+    ----------
+    enabled : switch the scans on (True) or off (False).
+
+    Returns
+    -------
+    A context manager, already applied: leaving its ``with`` block restores the
+    previous setting.
+
+    Raises
+    ------
+    TypeError
+        ``enabled`` is not a bool.
+    """
     return _Debug(flag(enabled, "enabled", "debug"))
 
 
 def debugging() -> bool:
-    """Whether the value scans are on (see :func:`debug`)."""
+    """Whether the value scans are on (see :func:`debug`).
+
+    Returns
+    -------
+    bool, the setting in the current context (thread or task).
+    """
     return _DEBUG.get()
 
 

@@ -43,6 +43,7 @@ def _check(q, k, v, block_size, top_k, fn):
         )
     bs = _v.integer(block_size, "block_size", fn, low=1)
     kk = _v.integer(top_k, "top_k", fn, low=1)
+    _v.integer(q.shape[-2], "the sequence length T (q.shape[-2])", fn, low=1)
     return bs, kk
 
 
@@ -59,6 +60,7 @@ def route_blocks(
     check_tiled_qkv(q, k, k, fn)
     bs = _v.integer(block_size, "block_size", fn, low=1)
     kk = _v.integer(top_k, "top_k", fn, low=1)
+    _v.integer(k.shape[-2], "the number of keys S (k.shape[-2])", fn, low=1)
     T, S, Dh = q.shape[-2], k.shape[-2], k.shape[-1]
     nb = math.ceil(S / bs)
     pad = nb * bs - S
@@ -94,14 +96,40 @@ def block_routed_attention(
 ):
     """Causal attention of each query over the blocks it routes to (see the module).
 
-    Returns ``out (..., T, Dv)``, and with ``return_stats`` a dict: ``mask (..., T, S)``
-    (True = attended), ``selected (..., T, n_blocks)``, ``visited`` (share of the
-    causal (query, key block) pairs computed) and ``tiles`` (share of the causal
-    (query block, key block) tiles any query of the block needed)."""
+    Parameters
+    ----------
+    q, k, v : (..., T, Dh), (..., T, Dh), (..., T, Dv) floating-point tensors on one
+        device, with the same leading dims and length (self-attention), T >= 1.
+    block_size : the keys per block, an int >= 1.
+    top_k : the blocks each query attends to, its own included, an int >= 1 (fewer
+        where fewer earlier blocks exist).
+    scale : the score scale, a real > 0; default ``Dh ** -0.5`` (1 if ``Dh`` is 0).
+    return_stats : also return the routing statistics.
+
+    Returns
+    -------
+    out : (..., T, Dv), in ``q``'s dtype.
+    stats : only with ``return_stats``, a dict: ``mask (..., T, S)`` (True =
+        attended), ``selected (..., T, n_blocks)``, ``visited`` (share of the causal
+        (query, key block) pairs computed) and ``tiles`` (share of the causal (query
+        block, key block) tiles any query of the block needed), both floats.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` is not a tensor or not floating point, or they differ in
+        dtype; ``block_size``/``top_k`` is not an int; ``scale`` is not a real;
+        ``return_stats`` is not a bool.
+    ValueError
+        The shapes do not match (leading dims, ``Dh``, lengths; ``k`` and ``q`` of
+        different lengths), T is 0, the tensors are on different devices,
+        ``block_size``/``top_k`` < 1, ``scale`` <= 0 or not finite; under
+        :func:`attnlab.debug`, ``q`` holding NaN or inf.
+    """
     fn = "block_routed_attention"
     bs, kk = _check(q, k, v, block_size, top_k, fn)
     sc = (
-        q.shape[-1] ** -0.5
+        (q.shape[-1] ** -0.5 if q.shape[-1] else 1.0)  # head width 0: scores all 0
         if scale is None
         else _v.real(scale, "scale", fn, low=0.0, open_low=True)
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import validation as V
 from ..mappings.basic import check_dim, check_float
 
 
@@ -35,7 +36,7 @@ def _check_crf(unary, transition, mask, name):
     for t, what in ((unary, "unary"), (transition, "transition")):
         if bool(torch.isnan(t).any() | (t == float("inf")).any()):
             raise ValueError(f"{name}: {what} contains NaN or +inf")
-    if mask is not None:
+    if V.tensor(mask, "mask", name, optional=True) is not None:
         if mask.dtype != torch.bool or mask.shape != unary.shape[:2]:
             raise ValueError(
                 f"{name}: mask must be a bool tensor of shape (B, n) = "
@@ -98,7 +99,27 @@ def linear_chain_marginals(
     An example in which no labelling has a finite score (``log Z = -inf``, e.g. every
     transition ``-inf``) has no marginals: ValueError names it.
 
-    Parameters and shapes as :func:`linear_chain_log_partition`.
+    Parameters
+    ----------
+    unary : (B, n, C) floating-point potentials, n, C >= 1.
+    transition : (C, C) potentials, ``unary``'s dtype.
+    mask : optional (B, n) bool, True on real positions (as in
+        :func:`linear_chain_log_partition`).
+
+    Returns
+    -------
+    (B, n, C) marginals in ``unary``'s dtype: rows sum to 1, masked positions 0;
+    differentiable when ``unary`` or ``transition`` requires grad.
+
+    Raises
+    ------
+    TypeError
+        ``unary``, ``transition`` or ``mask`` is not a tensor; ``unary`` or
+        ``transition`` is not floating point, or their dtypes differ.
+    ValueError
+        A shape is wrong (``unary`` not (B, n, C) with n, C >= 1, ``transition`` not
+        (C, C), ``mask`` not a (B, n) bool), a potential is NaN or +inf, or an
+        example has no finite-score labelling.
     """
     _check_crf(unary, transition, mask, "linear_chain_marginals")
     if unary.dtype in (torch.float16, torch.bfloat16):
@@ -126,9 +147,25 @@ def enumerate_linear_chain(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Brute force: every labelling ``z`` (K = C^n of them) and its log-probability.
 
-    Returns ``configs (K, n)`` (long) and ``log_probs (B, K)``. For checking the
-    forward algorithm on small chains (and sampling from them); raises if ``C^n`` is
-    above 2^16.
+    For checking the forward algorithm on small chains (and sampling from them).
+
+    Parameters
+    ----------
+    unary : (B, n, C) floating-point potentials, n, C >= 1.
+    transition : (C, C) potentials, ``unary``'s dtype.
+
+    Returns
+    -------
+    configs : (K, n) long, every labelling, in lexicographic order.
+    log_probs : (B, K), ``log p(z)`` of each labelling under each example's chain.
+
+    Raises
+    ------
+    TypeError
+        ``unary`` or ``transition`` is not a floating-point tensor, or their dtypes
+        differ.
+    ValueError
+        A shape is wrong, a potential is NaN or +inf, or ``C^n`` is above 2^16.
     """
     _check_crf(unary, transition, None, "enumerate_linear_chain")
     B, n, C = unary.shape
@@ -158,8 +195,26 @@ def segmentation_marginals(
     transition[0, 1] - transition[1, 0]`` rewards neighbours that agree, so the weights
     come in contiguous spans. The weights lie in [0, 1] and do *not* sum to 1.
 
-    ``scores`` has any shape ``(..., S, ...)``; ``-inf`` scores are masked keys (weight
-    0, skipped by the chain); a fully masked row gives zeros.
+    Parameters
+    ----------
+    scores : floating-point tensor of any shape ``(..., S, ...)``; ``-inf`` scores are
+        masked keys (weight 0, skipped by the chain); a fully masked row gives zeros.
+    transition : (2, 2) floating-point potentials between neighbouring ``z_i``.
+    dim : the key dimension of ``scores``.
+
+    Returns
+    -------
+    Weights in [0, 1] with ``scores``' shape and dtype (zeros if ``scores`` is empty).
+
+    Raises
+    ------
+    TypeError
+        ``scores`` or ``transition`` is not a floating-point tensor, or ``dim`` is
+        not an int.
+    ValueError
+        ``scores`` is 0-d or ``dim`` is out of range, ``transition`` is not (2, 2),
+        ``scores`` or ``transition`` holds NaN or +inf, or a row has no finite-score
+        labelling (e.g. a ``-inf`` transition that rules out every path).
     """
     check_dim(scores, dim, "segmentation_marginals", "scores")
     check_float(scores, "segmentation_marginals", "scores")

@@ -295,8 +295,27 @@ def copy_from_torch(layer: nn.Module, torch_layer: nn.Module) -> nn.Module:
     Same names except the decoder's cross-attention: PyTorch's ``multihead_attn`` is
     our ``cross_attn``. Everything is checked before anything is copied: the kind of
     layer, ``norm_first``, the activation, ``layer_norm_eps`` and every weight's shape
-    (a mismatch raises and leaves ``layer`` as it was). Returns ``layer``. (Masks still
-    mean the opposite in PyTorch.)
+    (a mismatch raises and leaves ``layer`` as it was). (Masks still mean the opposite
+    in PyTorch.)
+
+    Parameters
+    ----------
+    layer : an attnlab ``TransformerEncoderLayer`` or ``TransformerDecoderLayer``.
+    torch_layer : the matching ``nn.TransformerEncoderLayer`` or
+        ``nn.TransformerDecoderLayer``.
+
+    Returns
+    -------
+    ``layer``, its weights replaced (in place, without autograd history).
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is not an attnlab encoder or decoder layer, or ``torch_layer`` is
+        not PyTorch's layer of the same kind.
+    ValueError
+        ``norm_first``, the activation, ``layer_norm_eps``, a norm's affine
+        parameters, an attention module's configuration or a weight's shape differ.
     """
     fn = "copy_from_torch"
     ours_dec = isinstance(layer, TransformerDecoderLayer)

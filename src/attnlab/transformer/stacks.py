@@ -174,7 +174,39 @@ def capture_attention(
     Yields ``{name: [weights (B, H, T, S) per module]}``, filled by the forward passes
     run inside the block. The layers call attention with ``need_weights=False``; a
     forward pre-hook turns it on, so nothing is stored on the modules themselves.
+
+    Parameters
+    ----------
+    modules : ``{name: [attention module, ...]}``, e.g.
+        ``{"self": [layer.self_attn for layer in model.encoder.layers]}``; each
+        module must take ``need_weights``/``average_attn_weights`` and return
+        ``(out, weights)`` (:class:`attnlab.MultiHeadAttention`, or PyTorch's).
+
+    Returns
+    -------
+    A context manager whose ``with ... as got`` gives the dict above; an entry stays
+    None until its module runs. The hooks are removed when the block ends.
+
+    Raises
+    ------
+    TypeError
+        ``modules`` is not a dict of lists (or tuples) of ``nn.Module``, on entering
+        the block.
     """
+    fn = "capture_attention"
+    if not isinstance(modules, dict):
+        raise TypeError(
+            f"{fn}: modules must be a dict {{name: [attention modules]}}, got "
+            f"{type(modules).__name__}"
+        )
+    for name, ms in modules.items():
+        if not isinstance(ms, (list, tuple)) or not all(
+            isinstance(m, nn.Module) for m in ms
+        ):
+            raise TypeError(
+                f"{fn}: modules[{name!r}] must be a list of attention modules "
+                f"(nn.Module), got {type(ms).__name__}"
+            )
     got: dict[str, list] = {name: [None] * len(ms) for name, ms in modules.items()}
     handles = []
 
