@@ -12,20 +12,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The first cell every kernel runs, before any of the notebook's: widgets made silent,
-# then the grader's sentry. A verdict never needs a widget, and a widget's comm traffic
-# (ipywidgets' comm_open/update messages through nbclient) stalled an execute reply
-# until the cell timeout now and then (chapter 2's `query_vs_keys_widget()`, 300 s, in
-# about one grading run in three on a busy machine): widgets get comms that send
-# nothing, so the notebook's widget cells still run (their callbacks included).
+# The first cell every kernel runs, before any of the notebook's: the grader's sentry.
 INSTALL = """\
-import comm as _attnlab_comm
-from comm.base_comm import BaseComm as _AttnlabBaseComm
-class _AttnlabSilentComm(_AttnlabBaseComm):
-    def publish_msg(self, *args, **kwargs):
-        pass
-_attnlab_comm.create_comm = _AttnlabSilentComm
-del _attnlab_comm, _AttnlabBaseComm, _AttnlabSilentComm
 import attnlab_grade.sentry as _attnlab_sentry
 _attnlab_sentry.install({port}, {key!r}, {protected!r}, {forbid!r})
 del _attnlab_sentry"""
