@@ -79,6 +79,42 @@ def _write(tmp_path: Path, nb: dict, name: str = CHAPTER.name) -> Path:
 # ------------------------------------------------------------- structure (fast)
 
 
+def test_clean_runs_poll_in_slices(monkeypatch):
+    """Every clean run waits for its kernel's replies in short polls, as the notebook's
+    own run does: a missed pyzmq wake-up cost a clean run its 300-s cell timeout."""
+    import nbformat
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    from attnlab.course.zmq_poll import sliced_get_msg
+    from attnlab.grade import clean, runner
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    class Probe:  # stands in for the kernel runner: records how replies are awaited
+        def __init__(self, *args, **kwargs):
+            self.notes = []
+
+        def run(self, *args, **kwargs):
+            seen.append(AsyncZMQSocketChannel.get_msg is sliced_get_msg)
+            raise Stop
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(runner, "Runner", Probe)
+    nb = nbformat.read(CHAPTER, as_version=4)
+    ex = exercises.find_exercises(nb)[0]
+    with pytest.raises(Stop):
+        clean.grade_exercise(clean.program(nb), nb, ex, "python3", 1, 1, 1, [], None)
+    assert seen == [True]
+    assert AsyncZMQSocketChannel.get_msg is not sliced_get_msg  # restored after
+
+
+
+
 def test_finds_chapter_2_exercises_and_their_cells():
     nb = _load(CHAPTER)
     found = exercises.find_exercises(nb)

@@ -273,6 +273,8 @@ def grade_exercise(
     """The verdict on one exercise from a clean kernel (an ExerciseResult)."""
     import nbformat
 
+    from attnlab.course.zmq_poll import sliced_zmq_polls
+
     from .report import ExerciseResult
     from .runner import Runner
     from .verdicts import _describe, _exercise_result
@@ -321,6 +323,11 @@ def grade_exercise(
         forbid,
     )
     runs = {}
+    # As the notebook's own run (verdicts.grade): a missed pyzmq wake-up must not cost
+    # a cell its whole timeout (it did here: 300 s on chapter 2's clean runs, about one
+    # grading run in three on a busy machine, the kernel idle with its reply sent).
+    polls = sliced_zmq_polls()
+    polls.__enter__()
     try:
         for i in range(len(cells)):
             if i < n_pre:
@@ -345,6 +352,7 @@ def grade_exercise(
                 )
     finally:
         runner.close()
+        polls.__exit__(None, None, None)
     for i, run in sorted(runs.items()):
         for ev in run.events:
             flags.append(f"cell {where.get(i, i)}: {_describe(ev)}")
