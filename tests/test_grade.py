@@ -113,8 +113,6 @@ def test_clean_runs_poll_in_slices(monkeypatch):
     assert AsyncZMQSocketChannel.get_msg is not sliced_get_msg  # restored after
 
 
-
-
 def test_finds_chapter_2_exercises_and_their_cells():
     nb = _load(CHAPTER)
     found = exercises.find_exercises(nb)
