@@ -113,6 +113,29 @@ def test_clean_runs_poll_in_slices(monkeypatch):
     assert AsyncZMQSocketChannel.get_msg is not sliced_get_msg  # restored after
 
 
+@pytest.mark.parametrize(
+    "master", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem[:3]
+)
+def test_no_master_solution_uses_what_its_check_forbids(master):
+    """The clean run's static scan finds nothing in the book's own answers: a forbidden
+    name the exercise itself asks students to call (chapter 4's comparison with
+    linear_chain_marginals) would flag honest work."""
+    import nbformat
+
+    from attnlab.grade import clean
+
+    nb = nbformat.read(master, as_version=4)
+    for ex in exercises.find_exercises(nb):
+        mine = sorted(set(ex.work_cells + ex.solution_cells))
+        sources = [
+            clean.cell_source(nb.cells[i])
+            for i in mine
+            if nb.cells[i].cell_type == "code"
+        ]
+        flags = clean.static_flags(sources, clean.forbidden_of(ex.checks))
+        assert flags == [], (ex.number, flags)
+
+
 def test_finds_chapter_2_exercises_and_their_cells():
     nb = _load(CHAPTER)
     found = exercises.find_exercises(nb)
