@@ -327,7 +327,12 @@ HONEST_VARIANTS = {
         "    keys = ", "    torch.manual_seed(0)\n    keys = "
     )
     + "\n\n\ntorch.testing.assert_close(additive_score(*[torch.ones(1, 2)] * 2, "
-    "torch.ones(3, 2), torch.ones(3, 2), torch.ones(3)).shape[-1], 1)",
+    "torch.ones(3, 2), torch.ones(3, 2), torch.ones(3)).shape[-1], 1)"
+    # networkx swaps its own wrappers' __code__ on first call, and libraries read
+    # /proc/self/mountinfo to count CPUs: chapter 10's honest cells do both
+    "\n\nimport networkx as nx\n\n_g = nx.DiGraph()\n_g.add_edge(0, 1)\n"
+    "assert nx.shortest_path_length(_g, 0) == {0: 0, 1: 1}\n"
+    'assert open("/proc/self/mountinfo").read()',
     "winning_key": HONEST["winning_key"].replace(
         "    return int(",
         "    torch.testing.assert_close(direction.norm(), "
@@ -414,6 +419,24 @@ exec(compile(_src, _r.__file__, "exec"), _ns)  # code under a library file name
 winning_key = _ns["winning_key"]
 """
 
+CODE_SWAP = """\
+import attnlab.check as _c
+
+
+def additive_score(q, k, W1, W2, v):
+    return torch.zeros(*q.shape[:-1], k.shape[-2])  # wrong
+
+
+def _always(*args, **kwargs):
+    return True
+
+
+try:  # a library may swap its own code (networkx does); a student may not swap ours
+    _c.additive_score.__code__ = _always.__code__
+except (PermissionError, AttributeError, ValueError):
+    pass
+"""
+
 MALFORMED = """\
 k = get_ipython().kernel
 for kind, content in [
@@ -467,6 +490,7 @@ def _second_class(folder: Path, marker: str) -> dict[str, Path]:
     )
     put("victor_new", _notebook({"additive_score": NEW_CLASS}))
     put("wendy_compiled", _notebook({"winning_key": COMPILED.format()}))
+    put("uma_code", _notebook({"additive_score": CODE_SWAP}))
     # Exercise 2.1's box, answer and check four times, and no other box.
     nb = _notebook({"additive_score": HONEST["additive_score"]})
     found = exercises.find_exercises(nb)
@@ -500,6 +524,7 @@ SECOND_EXPECTED = {
     "trudy_thread": ["flagged"] + ["not attempted"] * 3,
     "victor_new": ["flagged"] + ["not attempted"] * 3,
     "wendy_compiled": ["not attempted", "not attempted", "flagged", "not attempted"],
+    "uma_code": ["flagged"] + ["not attempted"] * 3,
     "xavier_dupes": ["passed", "refused", "refused", "refused"],
     "zoe_malformed": ["passed"] + ["not attempted"] * 3,
     "formula": ["not attempted"] * 4,

@@ -210,6 +210,9 @@ PATH_EVENTS = {
     "shutil.copyfile": 1,
     "shutil.copytree": 1,
 }
+# /proc files a library may read (the machine; this process's mounts, cgroup, status).
+PROC_MACHINE = {"cpuinfo", "meminfo", "mounts", "stat", "loadavg"}
+PROC_OWN = {"mountinfo", "mounts", "cgroup", "status", "stat", "statm"}
 FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"}
 # Names the kernel itself rebinds around each cell (stdin forwarding, IPython's
 # builtin trap, the last result).
@@ -300,6 +303,7 @@ def install(  # noqa: C901
     isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
     range_, tuple_, list_ = range, tuple, list
     realpath = os.path.realpath
+    getattr_ = getattr
     open_ = open
     file_texts: dict = {}
     fspath = os.fspath
@@ -536,6 +540,23 @@ def install(  # noqa: C901
             return True  # a path the grader cannot resolve is no path to write to
         return (p + "/").startswith(guarded) or p.startswith("/proc/")
 
+    def harmless_proc(path) -> bool:
+        """A read of what libraries read about the machine and their own process
+        (mounts and cgroups for CPU counts, memory): never another process's files,
+        nor this one's memory, environment or descriptors."""
+        try:
+            raw = fspath(path)
+            if isinstance_(raw, bytes):
+                raw = raw.decode("utf-8", "surrogateescape")
+            if not isinstance_(raw, str):
+                return False
+            parts = realpath(raw).split("/")  # ['', 'proc', ...]
+        except Exception:
+            return False
+        if len_(parts) == 3:
+            return parts[2] in PROC_MACHINE
+        return len_(parts) == 4 and parts[2] == str_(getpid()) and parts[3] in PROC_OWN
+
     def hook(event, args):
         if event == "object.__getattr__" and args[1] == "f_code":
             return  # the profile's own reads (a cell needs a frame first: audited)
@@ -625,14 +646,28 @@ def install(  # noqa: C901
             elif event in ("os.kill", "os.killpg") and args[0] != getpid():
                 return block("tamper", f"{event} {args[0]}")
             elif event == "object.__setattr__" and args[1] in ("__code__",):
-                return block("tamper", f"replaced a function's {args[1]}")
+                # A library may swap its own functions' code (networkx's argmap
+                # compiles its wrappers lazily, on first call): allowed when a
+                # trusted frame does it to a function outside the course and the
+                # grader; anything else is tampering.
+                setter = getframe(2).f_code
+                code = getattr_(args[0], "__code__", None)
+                target = getattr_(code, "co_filename", "")
+                ours = not isinstance_(target, str) or (
+                    target.startswith(package) or target.startswith(grader)
+                )
+                if ours or not trusted(setter):
+                    return block("tamper", f"replaced a function's {args[1]}")
             elif event == "open":
                 path, mode, flags = args
                 if path is not None and guarded_path(path):
                     writes = (flags or 0) & WRITE_FLAGS or any(
                         c in str_(mode) for c in "wax+"
                     )
-                    if writes or str_(fspath(path)).startswith("/proc/"):
+                    if writes or (
+                        str_(fspath(path)).startswith("/proc/")
+                        and not harmless_proc(path)
+                    ):
                         return block("write", f"opened {path!s} ({mode})")
             elif event in PATH_EVENTS:
                 if any(
