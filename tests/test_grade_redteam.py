@@ -332,7 +332,11 @@ HONEST_VARIANTS = {
     # /proc/self/mountinfo to count CPUs: chapter 10's honest cells do both
     "\n\nimport networkx as nx\n\n_g = nx.DiGraph()\n_g.add_edge(0, 1)\n"
     "assert nx.shortest_path_length(_g, 0) == {0: 0, 1: 1}\n"
-    'assert open("/proc/self/mountinfo").read()',
+    'assert open("/proc/self/mountinfo").read()\n'
+    # a pipe opened for writing by its descriptor (multiprocessing's spawn does it;
+    # chapter 14's ring attention spawns two processes)
+    "import os\n\n_r, _w = os.pipe()\nwith open(_w, 'w') as _f:\n    _f.write('x')\n"
+    "assert os.read(_r, 1) == b'x'\nos.close(_r)",
     "winning_key": HONEST["winning_key"].replace(
         "    return int(",
         "    torch.testing.assert_close(direction.norm(), "

@@ -303,6 +303,7 @@ def install(  # noqa: C901
     isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
     range_, tuple_, list_ = range, tuple, list
     realpath = os.path.realpath
+    readlink = os.readlink
     getattr_ = getattr
     open_ = open
     file_texts: dict = {}
@@ -530,11 +531,14 @@ def install(  # noqa: C901
 
     def guarded_path(path) -> bool:
         try:
-            raw = fspath(path)
+            if isinstance_(path, int):  # a file descriptor: where it points
+                raw = readlink(f"/proc/self/fd/{path}")
+                if not raw.startswith("/"):
+                    return False  # a pipe, a socket: no file (multiprocessing's)
+            else:
+                raw = fspath(path)
             if isinstance_(raw, bytes):
                 raw = raw.decode("utf-8", "surrogateescape")
-            if isinstance_(raw, int):  # a file descriptor: where it points
-                raw = f"/proc/self/fd/{raw}"
             p = realpath(raw)  # after symlinks, "..", and a leading "//"
         except Exception:
             return True  # a path the grader cannot resolve is no path to write to
