@@ -333,6 +333,7 @@ HONEST_VARIANTS = {
     "\n\nimport networkx as nx\n\n_g = nx.DiGraph()\n_g.add_edge(0, 1)\n"
     "assert nx.shortest_path_length(_g, 0) == {0: 0, 1: 1}\n"
     'assert open("/proc/self/mountinfo").read()\n'
+    'assert open("/proc/sys/kernel/random/boot_id").read()\n'
     # a pipe opened for writing by its descriptor (multiprocessing's spawn does it;
     # chapter 14's ring attention spawns two processes)
     "import os\n\n_r, _w = os.pipe()\nwith open(_w, 'w') as _f:\n    _f.write('x')\n"

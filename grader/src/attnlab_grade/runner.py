@@ -13,7 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # The first cell every kernel runs, before any of the notebook's: the grader's sentry.
+# Before it: where the sandbox uid may not execute the interpreter's path (a Python
+# under a folder only root may enter: the kernel itself starts, its children cannot),
+# multiprocessing's children (chapter 14's ring attention spawns two) use the same
+# Python version from PATH, which the uid can run.
 INSTALL = """\
+import multiprocessing as _attnlab_mp, os as _attnlab_os, shutil as _attnlab_sh
+import sys as _attnlab_sys
+if not _attnlab_os.access(_attnlab_sys.executable, _attnlab_os.X_OK):
+    _attnlab_alt = _attnlab_sh.which("python%d.%d" % _attnlab_sys.version_info[:2])
+    if _attnlab_alt:
+        _attnlab_mp.set_executable(_attnlab_alt)
+    del _attnlab_alt
+del _attnlab_mp, _attnlab_os, _attnlab_sh, _attnlab_sys
 import attnlab_grade.sentry as _attnlab_sentry
 _attnlab_sentry.install({port}, {key!r}, {protected!r}, {forbid!r})
 del _attnlab_sentry"""

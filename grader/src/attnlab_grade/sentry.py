@@ -213,6 +213,7 @@ PATH_EVENTS = {
 # /proc files a library may read (the machine; this process's mounts, cgroup, status).
 PROC_MACHINE = {"cpuinfo", "meminfo", "mounts", "stat", "loadavg"}
 PROC_OWN = {"mountinfo", "mounts", "cgroup", "status", "stat", "statm"}
+PROC_FILES = {"/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/random/uuid"}
 FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"}
 # Names the kernel itself rebinds around each cell (stdin forwarding, IPython's
 # builtin trap, the last result).
@@ -554,9 +555,12 @@ def install(  # noqa: C901
                 raw = raw.decode("utf-8", "surrogateescape")
             if not isinstance_(raw, str):
                 return False
-            parts = realpath(raw).split("/")  # ['', 'proc', ...]
+            p = realpath(raw)
+            parts = p.split("/")  # ['', 'proc', ...]
         except Exception:
             return False
+        if p in PROC_FILES:  # a boot id, a fresh uuid (libraries' ids and caches)
+            return True
         if len_(parts) == 3:
             return parts[2] in PROC_MACHINE
         return len_(parts) == 4 and parts[2] == str_(getpid()) and parts[3] in PROC_OWN
