@@ -656,15 +656,18 @@ def install(  # noqa: C901
             elif event == "object.__setattr__" and args[1] in ("__code__",):
                 # A library may swap its own functions' code (networkx's argmap
                 # compiles its wrappers lazily, on first call): allowed when a
-                # trusted frame does it to a function outside the course and the
-                # grader; anything else is tampering.
+                # trusted file swaps the code of a function defined in that same
+                # file, outside the course and the grader; anything else (a
+                # student's cell, or a library made to swap another module's
+                # function) is tampering.
                 setter = getframe(2).f_code
                 code = getattr_(args[0], "__code__", None)
                 target = getattr_(code, "co_filename", "")
                 ours = not isinstance_(target, str) or (
                     target.startswith(package) or target.startswith(grader)
                 )
-                if ours or not trusted(setter):
+                own = target == setter.co_filename
+                if ours or not own or not trusted(setter):
                     return block("tamper", f"replaced a function's {args[1]}")
             elif event == "open":
                 path, mode, flags = args
