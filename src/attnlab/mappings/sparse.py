@@ -39,28 +39,20 @@ def _sparsemax_parts(x, dim, method="iter", k=None):
         )
         if out is not None:
             return out
-        method = "topk"
-    return (*sparsemax_forward(x, dim, method, k), None)
+        method = "topk"  # some row still moving: finish by the partial sort
+    if method == "topk":
+        m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax", k)
+        p = (x - m).sub_(tau).clamp_(min=0)  # -inf -> 0; dead rows: m = 0
+        return p, size, None
+    z, live = shift_scores(x, dim, "sparsemax")
+    p = torch.where(live, torch.clamp(z - _k.sparsemax_tau_sort(z, dim), min=0), 0)
+    return p, (p > 0).sum(dim=dim, keepdim=True).to(p.dtype), None
 
 
 def sparsemax_forward(x, dim, method="iter", k=None):
     """``(p, |S|)``: the weights and the support size of each row."""
-    if method == "iter":
-        out = (
-            None
-            if k is not None or _small(x, dim)
-            else _k.sparsemax_iter(x, dim, "sparsemax")
-        )
-        if out is not None:
-            return out[:2]
-        method = "topk"  # some row still moving: finish by the partial sort
-    if method == "topk":
-        m, tau, size = _k.threshold_topk(x, dim, "sparsemax", "sparsemax", k)
-        return (x - m).sub_(tau).clamp_(min=0), size  # -inf -> 0; dead rows: m = 0
-    z, live = shift_scores(x, dim, "sparsemax")
-    tau_fn = _k.sparsemax_tau_sort
-    p = torch.where(live, torch.clamp(z - tau_fn(z, dim), min=0), 0)
-    return p, (p > 0).sum(dim=dim, keepdim=True).to(p.dtype)
+    p, size, _ = _sparsemax_parts(x, dim, method, k)
+    return p, size
 
 
 class SparsemaxFunction(torch.autograd.Function):
