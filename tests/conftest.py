@@ -42,7 +42,10 @@ if not HAS_CUDA:
 
 
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed(monkeypatch):
+    # unit tests check the library against fixed expectations: the book's seeds, even
+    # when the shell asks for a shift (ATTNLAB_SEED, tests/test_seeding.py tests it)
+    monkeypatch.delenv("ATTNLAB_SEED", raising=False)
     attnlab.seed_everything(0)
     yield
 

@@ -71,6 +71,7 @@ from . import (
     modern,  # the attention layer of a 2026 LLM (chapter 13)
     pretrained,  # all-MiniLM-L6-v2 on our own layers (Part IV)
     scoring,
+    seeding,  # ATTNLAB_SEED: every live-training seed through one place
     seq2seq,
     toys,
     train,
@@ -85,6 +86,7 @@ from .masking import *  # noqa: F403
 from .multihead import *  # noqa: F403
 from .notebook import *  # noqa: F403
 from .positional import *  # noqa: F403
+from .seeding import *  # noqa: F403
 from .structured import *  # noqa: F403
 from .train import noam_lr, noam_scheduler, token_loss
 from .transformer import *  # noqa: F403
@@ -94,8 +96,8 @@ __version__ = "0.2.0"
 
 # The top-level namespace (the rule): every public name of the ground-floor library
 # modules imported with * above (attention, decoding, devices, efficient, kvcache,
-# mappings, masking, multihead, notebook, positional, structured, transformer), the
-# three training helpers, the debug switch, and the subpackages by name. Everything
+# mappings, masking, multihead, notebook, positional, seeding, structured, transformer),
+# the three training helpers, the debug switch, and the subpackages by name. Everything
 # else is reached through its subpackage (``attnlab.explain.jsd``,
 # ``attnlab.scoring.AdditiveScore``, ``attnlab.gated...``); the course's scaffolding
 # is ``attnlab.course`` (loaded lazily).

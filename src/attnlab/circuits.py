@@ -27,6 +27,7 @@ from torch import nn
 
 from .masking import head_pattern_mask as pattern_mask
 from .multihead import MultiHeadAttention
+from .seeding import generator, manual_seed
 
 __all__ = [
     "InductionConfig",
@@ -276,15 +277,15 @@ def train_induction(cfg: InductionConfig, seed: int = 0):
     training split, the held-out sequences from generator ``10_000 + seed`` and the
     test split (:func:`repeated_tokens`).
     """
-    torch.manual_seed(seed)
+    manual_seed(seed)  # ATTNLAB_SEED moves every seed here (attnlab.seeding)
     model = AttentionOnly(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     held = repeated_tokens(
         cfg.n_eval,
         cfg.half,
         cfg.vocab_size,
-        torch.Generator().manual_seed(10_000 + seed),
+        generator(10_000 + seed),
     )  # (ids, n)
     keys = ("loss_first", "loss_second", "previous", "induction")
     hist: dict = {"step": []} | {k: [] for k in keys}

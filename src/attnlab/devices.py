@@ -7,36 +7,14 @@ answers "what is the best device here?" for code that creates tensors from scrat
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import numpy as np
 import torch
 
-from . import validation as V
+from .seeding import seed_everything, seed_shift  # seeds: attnlab.seeding
 
 __all__ = ["device", "available_devices", "seed_everything"]
-
-
-def seed_everything(seed: int = 0) -> None:
-    """Seed Python, NumPy and torch (all devices) so a chapter runs the same each time.
-
-    Parameters
-    ----------
-    seed : an int in [0, 2^32 - 1] (NumPy's range), Python's or NumPy's.
-
-    Raises
-    ------
-    TypeError
-        ``seed`` is not an int (a bool, float or string).
-    ValueError
-        ``seed`` is outside [0, 2^32 - 1]. Checked before any generator is seeded.
-    """
-    seed = V.integer(seed, "seed", "seed_everything", low=0, high=2**32 - 1)
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _mps_available() -> bool:
@@ -107,10 +85,24 @@ def run_meta() -> dict[str, str]:
     """Where and when an experiment ran: ``machine``, ``torch``, ``python``, ``date``.
 
     Every script under ``tools/experiments/`` puts these into its result file's
-    ``meta`` (CONTRIBUTING.md, "Results that travel").
+    ``meta`` (CONTRIBUTING.md, "Results that travel"). A result file records the
+    book's seeds, so this refuses to describe a run under ``ATTNLAB_SEED`` (whose seeds
+    are shifted: :mod:`attnlab.seeding`).
+
+    Raises
+    ------
+    RuntimeError
+        ``ATTNLAB_SEED`` asks for a shift: unset it to write a result file.
     """
     import datetime
     import platform
+
+    if seed_shift():
+        raise RuntimeError(
+            "run_meta: ATTNLAB_SEED is set, so every seed of this run is shifted "
+            "(attnlab.seeding); a committed result file records the book's seeds: "
+            "unset ATTNLAB_SEED to write one"
+        )
 
     return {
         "machine": machine(),

@@ -32,6 +32,7 @@ from torch import nn
 from . import mappings as M
 from .attention import attend
 from .devices import num_threads
+from .seeding import generator, manual_seed
 from .structured import GumbelSoftmax, ReinforceSample
 
 __all__ = [
@@ -199,14 +200,12 @@ def train_lookup(
 
 
 def _train(estimator, cfg, seed, variance_at, draws):
-    torch.manual_seed(seed)
+    manual_seed(seed)  # ATTNLAB_SEED moves every seed here (attnlab.seeding)
     net = LookupNet(cfg, _mapping(estimator, cfg))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    test = lookup_batch(
-        cfg, cfg.n_test, torch.Generator().manual_seed(TEST_SEED), split="test"
-    )
-    gen = torch.Generator().manual_seed(seed)  # training batches
-    torch.manual_seed(seed + 1)  # sampling noise
+    test = lookup_batch(cfg, cfg.n_test, generator(TEST_SEED), split="test")
+    gen = generator(seed)  # training batches
+    manual_seed(seed + 1)  # sampling noise
     run = LookupRun(estimator, seed)
     run.steps.append(0)
     run.accuracy.append(_accuracy(net, test))
@@ -261,12 +260,12 @@ def grad_variance(
     cfg = cfg or LookupConfig()
     if draws < 2:
         raise ValueError(f"draws must be >= 2, got {draws}")
-    torch.manual_seed(seed)
+    manual_seed(seed)
     base = LookupNet(cfg, _mapping(estimator, cfg))
     if net is not None:
         base.load_state_dict(net.state_dict(), strict=False)
     base.train()
-    gen = torch.Generator().manual_seed(seed + 99)
+    gen = generator(seed + 99)
     grads = []
     for _ in range(draws):
         if isinstance(base.mapping, ReinforceSample):  # baseline = this batch's mean

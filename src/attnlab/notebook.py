@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .devices import device, seed_everything
+from .devices import device
+from .seeding import describe, seed_everything, seed_shift
 
 __all__ = ["setup_notebook", "glue"]
 
@@ -17,7 +18,9 @@ def setup_notebook(seed: int = 0) -> torch.device:
 
     Parameters
     ----------
-    seed : passed to :func:`attnlab.seed_everything`.
+    seed : passed to :func:`attnlab.seed_everything`, which moves it by
+        ``1000 * k`` under ``ATTNLAB_SEED=k`` (:mod:`attnlab.seeding`); such a run
+        prints which seeds it uses.
 
     Returns
     -------
@@ -30,7 +33,9 @@ def setup_notebook(seed: int = 0) -> torch.device:
     """
     import matplotlib as mpl
 
-    seed_everything(seed)
+    seed_everything(seed)  # with ATTNLAB_SEED=k: seed + 1000 k (attnlab.seeding)
+    if seed_shift():
+        print(describe())  # another trajectory than the book's: the page says so
     torch.set_printoptions(precision=4, sci_mode=False)
     mpl.rcParams.update(
         {

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .registry import Registry
+from .seeding import generator, python_rng
 from .vocab import Vocab, length_range
 
 __all__ = [
@@ -165,7 +166,7 @@ def rationale_task(
         raise ValueError(f"need lengths >= 5, got {lengths}")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
-    rng = random.Random(f"{name}/{split}/{seed}")
+    rng = python_rng(f"{name}/{split}/{seed}")  # ATTNLAB_SEED moves it
     seqs: list = []
     labels: list = []
     where: list = []
@@ -191,7 +192,7 @@ def minibatches(
 ):
     """``(batch, idx)`` pairs: shuffled minibatches of ``data`` and their row indices,
     ``epochs`` passes in an order fixed by ``seed``."""
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     for _ in range(epochs):
         perm = torch.randperm(len(data), generator=g)
         for i in range(0, len(data), batch_size):

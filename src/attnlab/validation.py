@@ -42,6 +42,7 @@ __all__ = [
     "flag",
     "token_ids",
     "distribution",
+    "env_integer",
 ]
 
 _DEBUG = contextvars.ContextVar(
@@ -289,3 +290,27 @@ def distribution(
             f"got row sums from {float(sums.min()):.4g} to {float(sums.max()):.4g}"
         )
     return t
+
+
+def env_integer(
+    var: str, *, default: int, low: int | None = None, high: int | None = None
+) -> int:
+    """An integer read from the environment variable ``var`` (unset or empty: ``default``).
+
+    Raises ``ValueError`` naming the variable and what it holds when that is not a
+    whole number in ``[low, high]`` (``ATTNLAB_SEED=1.5``, ``=-1``, ``=one``).
+    """
+    raw = os.environ.get(var, "").strip()
+    if raw == "":
+        return default
+    try:
+        v = int(raw, 10)
+    except ValueError:
+        raise ValueError(
+            f"the environment variable {var} must be a whole number, got {raw!r}"
+        ) from None
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise ValueError(
+            f"the environment variable {var} must be in [{low}, {high}], got {v}"
+        )
+    return v

@@ -125,9 +125,8 @@ class DateTask(Task):
             src = day + ["."] + list(f"{m:02d}") + ["."] + year
         return src, self.target(src)
 
-    def pairs(self, n: int, lengths=None, seed: int | None = None):
-        rng = self.rng if seed is None else random.Random(seed)
-        return [self.sample(rng) for _ in range(n)]
+    def _draw(self, rng: random.Random, n: int, lengths) -> list:
+        return [self.sample(rng) for _ in range(n)]  # a date has its own length
 
     def target(self, src_tokens: Sequence[str]) -> list[str]:
         toks = list(src_tokens)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from ..seeding import generator
 from ..validation import integer
 
 __all__ = [
@@ -121,5 +122,5 @@ def heldout_prompts(n: int, length: int, seed: int = 0) -> torch.Tensor:
     n = integer(n, "n", "heldout_prompts", low=1)
     length = integer(length, "length", "heldout_prompts", low=1)
     seed = integer(seed, "seed", "heldout_prompts", low=0)
-    gen = torch.Generator().manual_seed(seed + HELDOUT_SEED_OFFSET)
+    gen = generator(seed + HELDOUT_SEED_OFFSET)
     return torch.stack([stream(gen, length, "heldout") for _ in range(n)])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..masking import padding_mask
+from ..seeding import python_rng
 from ..vocab import Vocab, length_range
 
 
@@ -91,7 +92,7 @@ class Task:
     def __init__(self, lengths=(4, 20), seed: int = 0):
         self.lengths = length_range(lengths)
         self.seed = seed
-        self.rng = random.Random(seed)
+        self.rng = python_rng(seed)
         self.src_vocab: Vocab
         self.tgt_vocab: Vocab
 
@@ -109,7 +110,10 @@ class Task:
 
     def pairs(self, n: int, lengths=None, seed: int | None = None):
         """``n`` examples; ``seed=None`` continues the task's own random stream."""
-        rng = self.rng if seed is None else random.Random(seed)
+        rng = self.rng if seed is None else python_rng(seed)  # ATTNLAB_SEED moves it
+        return self._draw(rng, n, lengths)
+
+    def _draw(self, rng: random.Random, n: int, lengths) -> list:
         lo, hi = length_range(lengths if lengths is not None else self.lengths)
         return [self.sample(rng, rng.randint(lo, hi)) for _ in range(n)]
 
@@ -133,12 +137,13 @@ class Task:
         With ``bucket=True`` every batch draws one source length and all its examples
         have it: no padding, so recurrent models train about twice as fast.
         """
-        rng = random.Random(seed)
+        rng = python_rng(seed)  # ATTNLAB_SEED moves it (attnlab.seeding)
         lo, hi = length_range(lengths if lengths is not None else self.lengths)
         while True:
             span = rng.randint(lo, hi) if bucket else (lo, hi)
-            b_seed = rng.randrange(2**31)
-            yield self.batch(batch_size, span, seed=b_seed, device=device)
+            b_rng = python_rng(rng.randrange(2**31), shift=0)  # rng is shifted already
+            pairs = self._draw(b_rng, batch_size, span)
+            yield collate(pairs, self.src_vocab, self.tgt_vocab, device)
 
     def encode(self, text_or_tokens, device=None) -> Batch:
         """A batch of one example from a typed string (or a token list)."""

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from .. import validation as V
 from ..classifiers import AttentionClassifier, accuracy_f1
 from ..mappings.basic import upcast
+from ..seeding import generator, manual_seed
 from ..train import fit_classifier
 from .importance import jsd
 
@@ -46,7 +47,7 @@ def permutation_test(
     _check_decoder_args(h, weights, mask)
     if n_perm < 1:
         raise ValueError(f"n_perm must be >= 1, got {n_perm}")
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     B, T = weights.shape
     y = torch.sigmoid(decode(h, weights))  # (B,)
     real = torch.argsort((~mask).int(), dim=1, stable=True)  # real positions first
@@ -87,7 +88,7 @@ def adversarial_attention(
         raise ValueError(f"eps must be >= 0, got {eps}")
     if k < 1 or steps < 0:
         raise ValueError(f"need k >= 1 and steps >= 0, got k={k}, steps={steps}")
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     h, w0 = h.detach(), weights.detach()
     with torch.no_grad():
         y0 = torch.sigmoid(decode(h, w0))  # (B,)
@@ -142,7 +143,7 @@ def wp_adversary(
     with torch.no_grad():
         logit, a_base = base(data.ids, data.mask)  # (N,), (N, T)
     y_base = torch.sigmoid(logit)
-    torch.manual_seed(seed)
+    manual_seed(seed)
     adv = base.make_like()
 
     def loss_fn(model, batch, idx):
@@ -203,7 +204,7 @@ def diagnostic_mlp(
             f"w_train {tuple(w_train.shape)} and w_test {tuple(w_test.shape)} must match "
             f"the data {tuple(train.ids.shape)}, {tuple(test.ids.shape)}"
         )
-    torch.manual_seed(seed)
+    manual_seed(seed)
     mlp = AttentionClassifier(len(train.vocab), "average")
     w_train = w_train.detach()
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..pretrained.model import MiniLM
+from ..seeding import manual_seed
 from .rollout import attention_rollout, value_norm_attention
 
 __all__ = ["STOP_WORDS", "eraser_scores", "norm_rollout", "randomised_top_layer"]
@@ -84,7 +85,7 @@ def randomised_top_layer(model: MiniLM, seed: int = 0) -> MiniLM:
     2018's model-randomisation test: a reading that does not change with the model
     cannot explain it)."""
     rand = copy.deepcopy(model)
-    torch.manual_seed(seed)
+    manual_seed(seed)
     mod: Any
     for mod in rand.layers[-1].modules():
         if hasattr(mod, "reset_parameters") and mod is not rand.layers[-1]:

@@ -28,6 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..positional import sinusoidal_encoding
+from ..seeding import generator
 from .attention import Attention, RMSNorm
 from .latent import LatentAttention
 from .rope import RoPE
@@ -132,7 +133,7 @@ def with_rope_scaling(model: TinyLM, scaling: dict | None) -> TinyLM:
 
 
 def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(int(seed))
+    return generator(int(seed))  # ATTNLAB_SEED moves it (attnlab.seeding)
 
 
 def periodic_copy(
