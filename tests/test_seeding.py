@@ -134,4 +134,6 @@ def test_chapters_seed_live_training_through_the_library():
             for line in "".join(cell["source"]).splitlines():
                 if re.search(r"torch\.manual_seed\(|np\.random\.seed\(", line):
                     offenders.append(f"{nb.name} cell {i}: {line.strip()}")
-    assert not offenders, "use attnlab.seed_everything:\n" + "\n".join(offenders)
+    assert not offenders, "use attnlab.manual_seed (or seed_everything):\n" + "\n".join(
+        offenders
+    )

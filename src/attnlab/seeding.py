@@ -7,8 +7,8 @@ true of the reader's. On one machine the honest stand-in for another machine is 
 *training trajectory*, and another seed gives one.
 
 Every seed the library turns into random state goes through this module, and so does
-every seed a chapter uses for live training (``attnlab.seed_everything(0)``, never
-``torch.manual_seed(0)``). With the environment variable ``ATTNLAB_SEED=k`` (an integer
+every seed a chapter uses for live training (``attnlab.manual_seed(0)`` or
+``attnlab.seed_everything(0)``, never ``torch.manual_seed(0)``). With the environment variable ``ATTNLAB_SEED=k`` (an integer
 ``k >= 0``; unset or ``0``: the book's own run) every such seed ``s`` becomes
 
     s + 1000 * k            (:func:`live_seed`)
@@ -18,12 +18,12 @@ other initial weights, over disjoint sets of seeds (a chapter's seeds stay below
 ``make portability`` runs every chapter under two such shifts; a claim a chapter asserts
 on a live run must hold under them.
 
-What stays fixed: the seeds of an exercise check's test cases, of the widgets' and
-twins' demo inputs, and of the committed experiments under ``tools/experiments/``
-(their scripts pass ``shift=0``: a file records one run, whatever the environment).
+What stays fixed: the seeds of an exercise check's test cases and of the widgets' and
+twins' demo inputs. A committed experiment under ``tools/experiments/`` records the
+book's seeds: :func:`attnlab.devices.run_meta` refuses to describe a shifted run.
 
     device = attnlab.setup_notebook(seed=0)      # seeds everything with live_seed(0)
-    attnlab.seed_everything(1)                   # before building a model: its weights
+    attnlab.manual_seed(1)                       # before building a model: its weights
     gen = attnlab.generator(3)                   # a torch.Generator for training batches
     print(attnlab.seeding.describe())            # which seeds this run used
 """

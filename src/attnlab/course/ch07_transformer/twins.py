@@ -59,9 +59,8 @@ def positional_twin(n_positions: int = 64, d_model: int = 32, base: float = 1000
         data={"n_positions": n_positions, "d_model": d_model, "base": base},
         note="Red is +1, blue −1. Low features turn fast (short wavelengths), high "
         "features slowly: together they give every position a distinct code. Bottom: "
-        "the dot product of two positions' codes depends only on their offset k "
-        "(it is the sum of cos(2πk / wavelength) over the pairs of features), the same "
-        "at every position: move the position and the curve stays put.",
+        "the dot product of two positions' codes against their offset k: move the "
+        "position and watch whether the curve moves.",
         head=HEAD,  # it follows a static figure, not a widget
     )
 
