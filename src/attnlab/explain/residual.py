@@ -27,9 +27,15 @@ from typing import Any
 import torch
 
 from ..pretrained.model import MiniLM
-from .rollout import _weight
 
 __all__ = ["residual_norm_attention", "residual_rollout", "residual_norm_rollout"]
+
+
+def _weight(w, name: str) -> torch.Tensor:
+    w = getattr(w, "weight", w)  # an nn.Linear or its weight
+    if not isinstance(w, torch.Tensor) or w.dim() != 2:
+        raise TypeError(f"{name} must be an nn.Linear or a 2-D weight, got {type(w)}")
+    return w
 
 
 def residual_norm_attention(x: torch.Tensor, weights: torch.Tensor, w_v, w_o):
