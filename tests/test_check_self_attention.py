@@ -170,12 +170,65 @@ def test_tied_log_normalisers_check():
     fails_with(check, log_z_constant, r"T=4, D=3, d_k=3.*log Σ_m exp")
 
 
+# ------------------------------------------------------------------ tied_log_ratio
+def good_log_ratio(X, W):  # the chapter's solution: log Z_j - log Z_i
+    log_z = good_log_z(X, W)  # (..., T)
+    return log_z[..., None, :] - log_z[..., :, None]
+
+
+def log_ratio_flipped(X, W):  # log Z_i - log Z_j: the larger share on the wrong side
+    return -good_log_ratio(X, W)
+
+
+def log_ratio_from_weights(X, W):  # right on small scores, nan/inf once p underflows
+    Q = X @ W
+    P = torch.softmax(Q @ Q.transpose(-2, -1) / math.sqrt(W.shape[-1]), dim=-1)
+    return (P / P.transpose(-2, -1)).log()
+
+
+def log_ratio_no_sqrt(X, W):
+    Q = X @ W
+    log_z = torch.logsumexp(Q @ Q.transpose(-2, -1), dim=-1)
+    return log_z[..., None, :] - log_z[..., :, None]
+
+
+def log_ratio_2d_transpose(X, W):  # .T reverses every axis of a batch
+    Q = X @ W
+    log_z = torch.logsumexp(Q @ Q.T / math.sqrt(W.shape[-1]), dim=-1)
+    return log_z[..., None, :] - log_z[..., :, None]
+
+
+def log_ratio_scores(X, W):  # s_ij - s_ji: zero, the scores are symmetric
+    Q = X @ W
+    s = Q @ Q.transpose(-2, -1) / math.sqrt(W.shape[-1])
+    return s - s.transpose(-2, -1)
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.filterwarnings("ignore:divide by zero")
+def test_tied_log_ratio_check():
+    check = attnlab.check.tied_log_ratio
+    assert check(good_log_ratio)
+    fails_with(check, log_ratio_flipped, r"T=4, D=3, d_k=3.*log p_ij − log p_ji")
+    fails_with(check, log_ratio_from_weights, r"thousands.*without the weights")
+    fails_with(check, log_ratio_no_sqrt, r"T=4, D=3, d_k=3.*softmax's definition")
+    fails_with(check, log_ratio_2d_transpose, r"batch.*transpose\(-2, -1\)")
+    fails_with(check, log_ratio_scores, r"T=4, D=3, d_k=3.*compare what differs")
+    # the solution agrees with the weights wherever they do not underflow
+    g = torch.Generator().manual_seed(3)
+    X, W = torch.randn(6, 4, generator=g), torch.randn(4, 3, generator=g)
+    Q = X @ W
+    P = torch.softmax(Q @ Q.T / math.sqrt(3), dim=-1)
+    torch.testing.assert_close(good_log_ratio(X, W), (P / P.T).log())
+
+
 @pytest.mark.parametrize(
     "check, good",
     [
         (attnlab.check.softmax_jacobian_norm, good_jacobian_norm),
         (attnlab.check.strict_causal_padding_weights, good_strict),
         (attnlab.check.tied_log_normalisers, good_log_z),
+        (attnlab.check.tied_log_ratio, good_log_ratio),
     ],
 )
 def test_stub_is_pending(check, good, capsys, monkeypatch):

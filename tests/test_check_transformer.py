@@ -142,6 +142,16 @@ def pre_ln_decoder_no_memory_mask(layer, y, memory, memory_mask):
     return y + layer.linear2(layer.activation(layer.linear1(h)))
 
 
+def pre_ln_decoder_flipped_mask(layer, y, memory, memory_mask):  # PyTorch's True
+    causal = _causal(y.shape[1])
+    h = layer.norm1(y)
+    y = y + layer.self_attn(h, h, h, attn_mask=causal)[0]
+    h = layer.norm2(y)
+    y = y + layer.cross_attn(h, memory, memory, key_padding_mask=~memory_mask)[0]
+    h = layer.norm3(y)
+    return y + layer.linear2(layer.activation(layer.linear1(h)))
+
+
 def pre_ln_decoder_relu(layer, y, memory, memory_mask):  # F.relu, not layer.activation
     causal = _causal(y.shape[1])
     h = layer.norm1(y)
@@ -165,6 +175,7 @@ def test_pre_ln_decoder_check():
     fails_with(check, pre_ln_decoder_no_causal, r"T=4, no padding.*causal")
     fails_with(check, pre_ln_decoder_no_memory_mask, r"padding.*key_padding_mask")
     fails_with(check, pre_ln_decoder_relu, r"GELU.*layer\.activation")
+    fails_with(check, pre_ln_decoder_flipped_mask, r"T=1, no padding.*pass it as it is")
     fails_with(check, pre_ln_decoder_calls_layer, r"you called layer\(\.\.\.\) itself")
     assert check(good_pre_ln_decoder)  # the layers' own forward is back afterwards
 

@@ -369,6 +369,8 @@ NOT_HERE = {  # reason each public tensor function has no generated example
     "ReinforceSample": "random; tests/test_structured.py",
     "attention_flow": "scipy max-flow per example (slow); tests/test_explain_flow.py",
     "value_norm_attention": "tests/test_explain_norm.py",
+    "residual_norm_attention": "tests/test_explain_residual.py",
+    "residual_rollout": "tests/test_explain_residual.py",
     "gradient_importance": "takes a model callable; tests/test_explain.py",
     "leave_one_out": "takes a model callable; tests/test_explain.py",
     "rationale_recall": "tests/test_explain.py",

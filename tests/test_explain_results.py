@@ -108,11 +108,9 @@ def test_ch11_seed_json_reproduces_one_point():
 
 
 def test_ch11_wp_results_cover_every_seed():
+    """The deceived models only: every W&P number comes from ch11_wp_sweep.json."""
     res = _load("ch11_wp.json")
-    assert set(res["wp"]) == {"0", "1", "2"}
-    keys = {"acc", "tvd", "jsd", "recall", "diag_base", "diag_adv"}
-    assert all(set(row) == keys for row in res["wp"].values())
-    assert 0 < res["diag_uniform"] < 1
+    assert set(res) == {"meta", "deceived"}  # no second, stale copy of W&P's rows
     assert set(res["deceived"]) == {"0", "1", "2"}
     for row in res["deceived"].values():
         assert {"accuracy", "mass", "attention", "gradient", "LOO"} < set(row)
@@ -122,11 +120,12 @@ def test_ch11_wp_results_cover_every_seed():
 @pytest.mark.slow
 @pytest.mark.experiment
 def test_ch11_wp_json_reproduces_one_seed():
-    """Seed 2 of W&P's trained adversary and of the deceived model, re-run from the
-    script: the conclusions chapter 11 draws from the file hold for the re-run, with the
-    page's own margins. Not the file's digits: the adversary trains through data-dependent
-    choices, and on another CPU the same seed ends elsewhere (measured on an AVX-512 CPU:
-    seed 0's mean |Δŷ| 0.044 where the file, written on AVX2, has 0.037)."""
+    """Seed 2 of W&P's trained adversary (λ = 0.001, the recipe ch11_wp_sweep.py runs)
+    and of the deceived model, re-run from the scripts: what chapter 11 says of them holds
+    for the re-run, with margins. Not the files' digits: the adversary trains through
+    data-dependent choices and is chaotic, so on another CPU the same seed lands elsewhere
+    on the curve (seed 0 at λ = 0.001: mean |Δŷ| 0.033 on an AVX2 CPU, 0.091 in
+    ch11_wp_sweep.json, written on AVX-512)."""
     from attnlab.data import rationale_task
 
     torch.set_num_threads(1)
@@ -180,6 +179,8 @@ def test_ch11_wp_sweep_results_cover_every_lambda_and_seed():
 def test_ch11_faithfulness_results_cover_every_sentence_and_reading():
     res = _load("ch11_faithfulness.json")
     readings, ks = res["meta"]["readings"], res["meta"]["ks"]
+    assert res["meta"]["random_draws"] >= 20  # random: a mean, not one draw
+    assert "residual rollout" in readings and "norm rollout" in readings
     assert len(res["sentences"]) == len(res["rows"]) >= 20
     for row in res["rows"]:
         assert set(row["eraser"]) == set(readings)

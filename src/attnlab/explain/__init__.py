@@ -39,7 +39,10 @@ On a pretrained model (:class:`attnlab.pretrained.MiniLM`, chapters 10-11):
 :func:`token_attributions` (eight readings of a sentence's tokens and two deletions,
 :mod:`attnlab.explain.attribution`), and a faithfulness panel
 (:mod:`attnlab.explain.faithfulness`): :func:`eraser_scores` (ERASER's
-comprehensiveness and sufficiency), :func:`norm_rollout`, :func:`randomised_top_layer`.
+comprehensiveness and sufficiency), :func:`norm_rollout`, :func:`randomised_top_layer`;
+and a residual-aware rollout (:mod:`attnlab.explain.residual`):
+:func:`residual_norm_attention` (what each token adds through one block, its residual
+included), :func:`residual_rollout`, :func:`residual_norm_rollout` (on MiniLM).
 
 Shapes: B examples, L layers, H heads, T tokens, E embedding width. Masks are True on
 real tokens.
@@ -80,6 +83,11 @@ from .interventions import (  # noqa: F401
     logit_lens,
     patch_heads,
     patch_outputs,
+)
+from .residual import (
+    residual_norm_attention,
+    residual_norm_rollout,
+    residual_rollout,
 )
 from .rollout import (  # noqa: F401
     attention_flow,
@@ -122,4 +130,7 @@ __all__ = [
     "eraser_scores",
     "norm_rollout",
     "randomised_top_layer",
+    "residual_norm_attention",
+    "residual_rollout",
+    "residual_norm_rollout",
 ]

@@ -5,6 +5,8 @@
 * :func:`strict_causal_padding_weights` — attention weights where a query sees only
   strictly earlier, real keys.
 * :func:`tied_log_normalisers` — the log-normalisers of tied-projection self-attention.
+* :func:`tied_log_ratio` — ``log(p_ij / p_ji)`` for every pair of a tied-projection
+  head, also where the weights themselves underflow (exercise 5.3).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ __all__ = [
     "softmax_jacobian_norm",
     "strict_causal_padding_weights",
     "tied_log_normalisers",
+    "tied_log_ratio",
 ]
 
 # (not in __all__: every check module has one.)
@@ -35,6 +38,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.masking.apply_mask",
     ),
     "tied_log_normalisers": (),
+    "tied_log_ratio": (),
 }
 
 
@@ -207,3 +211,39 @@ def tied_log_normalisers(fn) -> CheckResult:
     return run_check(
         "tied_log_normalisers", fn, cases, forbid=FORBIDDEN["tied_log_normalisers"]
     )
+
+
+def tied_log_ratio(fn) -> CheckResult:
+    """Check ``fn(X (..., T, D), W (D, d_k)) -> (..., T, T)``, entry ``[i, j]`` =
+    ``log(p_ij / p_ji)`` for tied projections (``s = (XW)(XW)ᵀ/√d_k``, ``p`` its
+    row-wise softmax). The last case has scores in the thousands, where most weights
+    underflow to 0: only a ratio written without the weights survives it."""
+    cases = []
+    specs = [  # the second case has d_k != D: the scale is √d_k, not √D
+        ("T=4, D=3, d_k=3", (4, 3, 3), (), 1.0),
+        ("a batch (B=2, T=3), D=4, d_k=2", (3, 4, 2), (2,), 1.0),
+        ("length 1", (1, 3, 3), (), 1.0),
+        ("X × 30: scores in the thousands", (5, 4, 2), (), 30.0),
+    ]
+    hints = [
+        "entry [i, j] is log p_ij − log p_ji (not the other way round); write p_ij and "
+        "p_ji with the softmax's definition and compare what differs",
+        "here d_k = W.shape[-1] = 2 but D = X.shape[-1] = 4: scale by √d_k; X has a "
+        "batch dimension, so transpose the last two axes (transpose(-2, -1))",
+        "T = 1: the only pair is (0, 0), and log(p_00 / p_00) = 0",
+        "scores in the thousands: the weights underflow to 0 and log(p / pᵀ) becomes "
+        "nan or inf; write the ratio without the weights, from quantities "
+        "torch.logsumexp computes safely",
+    ]
+    for i, (label, (T, D, dk), batch, mult) in enumerate(specs):
+        g = seeded(720 + i)
+        X = torch.randn(*batch, T, D, generator=g, dtype=torch.float64) * mult
+        W = torch.randn(D, dk, generator=g, dtype=torch.float64)
+        Q = X @ W
+        s = Q @ Q.transpose(-2, -1) / math.sqrt(dk)  # (..., T, T), symmetric
+        top = s.amax(-1, keepdim=True)
+        log_z = (top + (s - top).exp().sum(-1, keepdim=True).log()).squeeze(-1)
+        # log p_ij - log p_ji = (s_ij - log Z_i) - (s_ji - log Z_j), and s_ij = s_ji
+        ref = log_z[..., None, :] - log_z[..., :, None]  # (..., T, T)
+        cases.append(Case(label, (X, W), ref, hints[i]))
+    return run_check("tied_log_ratio", fn, cases, forbid=FORBIDDEN["tied_log_ratio"])

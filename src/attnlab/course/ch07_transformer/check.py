@@ -11,8 +11,11 @@ themselves.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
+from .. import check_core
 from ..check_core import Case, CheckResult, close, run_check, seeded
 
 __all__ = ["prefix_lm_mask"]
@@ -171,21 +174,42 @@ def pre_ln_decoder_layer(fn) -> CheckResult:
         ("inputs x 1000", layer, 2, 4, 3, [3, 1], 1000.0, order),
         ("GELU", gelu, 2, 5, 4, [4, 4], 1.0, "use layer.activation, not F.relu"),
     ]
-    cases = []
+    cases, flipped = [], {}  # flipped: id(y) -> (case, the flipped-mask answer)
     for i, (label, lay, B, T, S, lengths, scale, hint) in enumerate(specs):
         g = seeded(800 + i)
         y = torch.randn(B, T, 8, generator=g) * scale
         memory = torch.randn(B, S, 8, generator=g)
         mask = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
         causal = torch.ones(T, T, dtype=torch.bool).tril()
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the flipped mask warns, as it should
             expected = lay(
                 tgt=y, memory=memory, tgt_mask=causal, memory_key_padding_mask=mask
             )
+            wrong = lay(
+                tgt=y, memory=memory, tgt_mask=causal, memory_key_padding_mask=~mask
+            )
         cases.append(Case(label, (lay, y, memory, mask), expected, hint))
+        flipped[id(y)] = (cases[-1], wrong)
+    flip_hint = (
+        "memory_mask is True on real source tokens, and attnlab's key_padding_mask "
+        "means the same: pass it as it is; ~memory_mask (PyTorch's nn.Transformer* "
+        "convention) blocks every real source token"
+    )
 
     def compare(got, expected):
         return close(got, expected, atol=1e-4 * float(expected.abs().max()), rtol=1e-4)
+
+    def answer(lay, y, memory, memory_mask):  # names the flipped mask when it is one
+        got = fn(lay, y, memory, memory_mask)
+        case, wrong = flipped.get(id(y), (None, None))
+        if case is not None and isinstance(got, torch.Tensor):
+            try:
+                if got.shape == wrong.shape and compare(got, wrong):
+                    case.hint = flip_hint
+            except Exception:  # an answer the comparison cannot handle: no diagnosis
+                pass
+        return got
 
     def no_forward(*args, **kwargs):
         raise RuntimeError(
@@ -197,7 +221,7 @@ def pre_ln_decoder_layer(fn) -> CheckResult:
     try:
         return run_check(
             "pre_ln_decoder_layer",
-            fn,
+            fn if check_core._GRADING or not callable(fn) else answer,
             cases,
             compare,
             forbid=FORBIDDEN["pre_ln_decoder_layer"],
