@@ -51,6 +51,7 @@ from .dates import (  # noqa: F401
     date_split,
     make_task,
 )
+from .metrics import corpus_bleu, corpus_chrf  # noqa: F401
 from .recall import RECALL_SPLITS, recall_batch  # noqa: F401
 from .tasks import (  # noqa: F401
     Batch,
@@ -58,6 +59,13 @@ from .tasks import (  # noqa: F401
     Task,
     collate,
 )
+from .tatoeba import (  # noqa: F401
+    EngFraTask,
+    eng_fra_split,
+    eng_fra_splits,
+    load_eng_fra,
+)
+from .text import CharVocab, char_batches, load_shakespeare  # noqa: F401
 
 __all__ = [
     "PAD",
@@ -74,6 +82,15 @@ __all__ = [
     "make_task",
     "collate",
     "recall_batch",
+    "EngFraTask",
+    "load_eng_fra",
+    "eng_fra_split",
+    "eng_fra_splits",
+    "corpus_bleu",
+    "corpus_chrf",
+    "load_shakespeare",
+    "CharVocab",
+    "char_batches",
 ]
 # Classification tasks with known rationales (chapter 11) live in their own module and
 # are re-exported here: attnlab.data.rationale_task("focus", "test").
