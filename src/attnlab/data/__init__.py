@@ -36,6 +36,18 @@ appears in the validation (early-stopping) or test sets::
     fit(model, dates.stream(128, seed=0), eval_fn=lambda m: evaluate(m, val)["accuracy"])
     evaluate(model, test, n=1000, seed=99)
 
+Real language ships with the package too (``DATA_CARD.md`` in this folder: sources,
+licences, checksums), read offline:
+
+* :class:`EngFraTask` (:mod:`attnlab.data.tatoeba`): 18,065 short English–French pairs
+  from Tatoeba (CC BY 2.0 FR), word tokens, splits disjoint on both sides by
+  construction; the same :class:`Task` interface (``stream``, ``batch``, ``encode``),
+  plus ``groups()`` for scoring against every reference translation;
+* :func:`corpus_bleu` and :func:`corpus_chrf` (:mod:`attnlab.data.metrics`) to score
+  translations;
+* :func:`load_shakespeare`, :class:`CharVocab` and :func:`char_batches`
+  (:mod:`attnlab.data.text`): Tiny Shakespeare (public domain) for character models.
+
 Models trained on these batches follow :class:`attnlab.decoding.Seq2SeqModel`
 (``model.logits(batch)``, ``model.step(src, src_lengths)``).
 """
