@@ -204,3 +204,30 @@ def test_data_travels_in_the_built_wheel(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["18065", "1115394"]
+
+
+def test_chapter1_real_results_match_the_current_data_and_split():
+    """results/ch01_real.json (tools/experiments/ch01_real.py) covers both arms for
+    every seed, and was scored on the test sentences the current code selects."""
+    import json
+    from importlib.resources import files
+
+    res = json.loads(files("attnlab").joinpath("results/ch01_real.json").read_text())
+    meta, runs = res["meta"], res["runs"]
+    assert len(meta["seeds"]) >= 3
+    for recipe in meta["recipes"]:
+        for arm in ("attention", "no attention"):
+            seeds = sorted(
+                r["seed"] for r in runs if r["recipe"] == recipe and r["arm"] == arm
+            )
+            assert seeds == sorted(meta["seeds"]), (recipe, arm)
+    task = EngFraTask(**meta["task"])
+    test = task.with_split("test")
+    assert meta["train_pairs"] == len(task.examples)
+    assert meta["test_sources"] == len(test.groups()) == runs[0]["n"]
+    assert (meta["src_vocab"], meta["tgt_vocab"]) == (
+        len(task.src_vocab),
+        len(task.tgt_vocab),
+    )
+    for r in runs:
+        assert 0 <= r["bleu"] <= 100 and 0 <= r["chrf"] <= 100 and 0 <= r["exact"] <= 1

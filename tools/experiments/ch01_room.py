@@ -1,6 +1,6 @@
 """Chapter 1's "no room, or not learned yet?" test, at the lengths where the model fails.
 
-    .venv/bin/python tools/experiments/ch01_room.py   # ~10 CPU min on one busy core
+    .venv/bin/python tools/experiments/ch01_room.py   # ~5 CPU min on one busy core
 
 Writes ``src/attnlab/results/ch01_room.json``, which chapter 1 loads and plots. The
 reversal model *without* attention (chapter 1's, Luong placement, d_emb 16) is trained
@@ -14,7 +14,7 @@ headline curve collapses. Each run changes one thing from the base:
 * ``4x wider, 4x steps``: d_hidden 128, 4 * ``BASE`` steps.
 
 Seeds 0, 1, 2 set the initial weights and the batch stream (shared by all settings).
-Measured after ``BASE`` and 4 * ``BASE`` steps, on 50 new strings of each length 3..16
+Measured after ``BASE`` and 4 * ``BASE`` steps, on 30 new strings of each length 3..16
 (the same strings for every run): exact match, and per-token accuracy (greedy output
 against the reversal, position by position; a missing or extra token counts wrong).
 """
@@ -35,7 +35,7 @@ from attnlab.train import fit
 
 OUT = Path(__file__).resolve().parents[2] / "src/attnlab/results/ch01_room.json"
 TRAIN, LENGTHS = (3, 16), list(range(3, 17))
-BASE, BATCH, LR, SEEDS, N_EVAL = 300, 64, 2e-2, (0, 1, 2), 50
+BASE, BATCH, LR, SEEDS, N_EVAL = 200, 64, 2e-2, (0, 1, 2), 30
 WIDTHS = {"narrow": 32, "wide": 128}
 
 
