@@ -70,6 +70,51 @@ def time_major(model, src, src_lengths, max_len):  # (T, B): stacked along dim 0
     return good_greedy(model, src, src_lengths, max_len).T
 
 
+def _loop(model, src, src_lengths, max_len, *, early_done=False, bos=False, zero=False):
+    """good_greedy with one of the three likely bugs switched on."""
+    from attnlab.data import Vocab
+
+    ann, summary, mask = model.encode(src, src_lengths)
+    s = model.decoder.start(summary)
+    s = torch.zeros_like(s) if zero else s
+    y = torch.full((src.shape[0],), Vocab.bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    out = []
+    for _ in range(max_len):
+        logits, s, _ = model.decoder.step(y, s, ann, mask, summary)
+        tok = logits.argmax(-1)
+        if early_done:  # marks the row done before masking: its <eos> becomes <pad>
+            done = done | (tok == Vocab.eos_id)
+            tok = tok.masked_fill(done, Vocab.pad_id)
+        else:
+            tok = tok.masked_fill(done, Vocab.pad_id)
+            done = done | (tok == Vocab.eos_id)
+        out.append(tok)
+        y = torch.full_like(tok, Vocab.bos_id) if bos else tok
+        if done.all():
+            break
+    return torch.stack(out, dim=1)
+
+
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        ({"early_done": True}, "a row's own <eos> is missing"),
+        ({"bos": True}, "feed back the token just chosen"),
+        ({"zero": True}, r"model.decoder.start\(summary\), not zeros"),
+    ],
+    ids=["eos-becomes-pad", "always-bos", "zero-start"],
+)
+def test_greedy_names_the_three_likely_bugs(bug, hint):
+    def wrong(m, s, n, T):
+        return _loop(m, s, n, T, **bug)
+
+    with pytest.raises(CheckFailed, match=hint) as info:
+        attnlab.check.greedy_decode(wrong)
+    line = str(info.value)
+    assert "Seq2Seq(attention=" in line and "Linear(" not in line  # a short repr
+
+
 def test_greedy_passes_solution(capsys):
     assert attnlab.check.greedy_decode(good_greedy)
     assert "✅" in capsys.readouterr().out

@@ -36,6 +36,18 @@ appears in the validation (early-stopping) or test sets::
     fit(model, dates.stream(128, seed=0), eval_fn=lambda m: evaluate(m, val)["accuracy"])
     evaluate(model, test, n=1000, seed=99)
 
+Real language ships with the package too (``DATA_CARD.md`` in this folder: sources,
+licences, checksums), read offline:
+
+* :class:`EngFraTask` (:mod:`attnlab.data.tatoeba`): 18,065 short English–French pairs
+  from Tatoeba (CC BY 2.0 FR), word tokens, splits disjoint on both sides by
+  construction; the same :class:`Task` interface (``stream``, ``batch``, ``encode``),
+  plus ``groups()`` for scoring against every reference translation;
+* :func:`corpus_bleu` and :func:`corpus_chrf` (:mod:`attnlab.data.metrics`) to score
+  translations;
+* :func:`load_shakespeare`, :class:`CharVocab` and :func:`char_batches`
+  (:mod:`attnlab.data.text`): Tiny Shakespeare (public domain) for character models.
+
 Models trained on these batches follow :class:`attnlab.decoding.Seq2SeqModel`
 (``model.logits(batch)``, ``model.step(src, src_lengths)``).
 """
@@ -51,6 +63,7 @@ from .dates import (  # noqa: F401
     date_split,
     make_task,
 )
+from .metrics import corpus_bleu, corpus_chrf  # noqa: F401
 from .recall import RECALL_SPLITS, recall_batch  # noqa: F401
 from .tasks import (  # noqa: F401
     Batch,
@@ -58,6 +71,13 @@ from .tasks import (  # noqa: F401
     Task,
     collate,
 )
+from .tatoeba import (  # noqa: F401
+    EngFraTask,
+    eng_fra_split,
+    eng_fra_splits,
+    load_eng_fra,
+)
+from .text import CharVocab, char_batches, load_shakespeare  # noqa: F401
 
 __all__ = [
     "PAD",
@@ -74,6 +94,15 @@ __all__ = [
     "make_task",
     "collate",
     "recall_batch",
+    "EngFraTask",
+    "load_eng_fra",
+    "eng_fra_split",
+    "eng_fra_splits",
+    "corpus_bleu",
+    "corpus_chrf",
+    "load_shakespeare",
+    "CharVocab",
+    "char_batches",
 ]
 # Classification tasks with known rationales (chapter 11) live in their own module and
 # are re-exported here: attnlab.data.rationale_task("focus", "test").

@@ -42,12 +42,20 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
+class _CaseModel(Seq2Seq):
+    """A Seq2Seq whose repr fits on a check's one line (the default lists every layer)."""
+
+    def __repr__(self) -> str:
+        c = self.config
+        return f"Seq2Seq(attention={c.attention!r}, style={c.style!r}, vocab={c.tgt_vocab})"
+
+
 def _small_model(attention, style, seed, eos_bias=0.0):
     """An untrained model; ``eos_bias`` makes ``<eos>`` likelier, so rows end early."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         cfg = Seq2SeqConfig(9, 9, d_emb=4, d_hidden=4, attention=attention, style=style)
-        model = Seq2Seq(cfg).eval()
+        model = _CaseModel(cfg).eval()
         with torch.no_grad():
             model.decoder.out.bias[Vocab.eos_id] += eos_bias
     return model
@@ -105,10 +113,56 @@ def greedy_decode(fn: Callable) -> CheckResult:
     )
 
 
+@torch.no_grad()
+def _variant_greedy(model, src, n, max_len, *, feed_bos=False, zero_start=False):
+    """Greedy decoding with one of two usual bugs: <bos> fed at every step, or the
+    first state zeros instead of ``decoder.start(summary)`` (for the diagnosis)."""
+    ann, summary, mask = model.encode(src, n)
+    s = model.decoder.start(summary)
+    s = torch.zeros_like(s) if zero_start else s
+    y = torch.full((src.shape[0],), Vocab.bos_id)
+    done, out = torch.zeros(src.shape[0], dtype=torch.bool), []
+    for _ in range(max_len):
+        logits, s, _ = model.decoder.step(y, s, ann, mask, summary)
+        tok = logits.argmax(-1).masked_fill(done, Vocab.pad_id)
+        out.append(tok)
+        done = done | (tok == Vocab.eos_id)
+        y = torch.full_like(tok, Vocab.bos_id) if feed_bos else tok
+        if done.all():
+            break
+    return torch.stack(out, dim=1)
+
+
 def _diagnose_greedy(case: Case, got) -> str | None:
     """Name the usual bug of a decoding loop from its wrong ids."""
     exp = case.expected  # (B, T) ids
     max_len = case.args[3]
+    if isinstance(got, torch.Tensor) and got.dim() == 2 and got.shape == exp.shape:
+        wrong = got.long() != exp
+        if bool(wrong.any()) and bool(
+            (exp[wrong] == Vocab.eos_id).all() and (got[wrong] == Vocab.pad_id).all()
+        ):
+            return (
+                "a row's own <eos> is missing: write this step's token first, then mark "
+                "the row done, so that only the steps after its <eos> get <pad>"
+            )
+    if isinstance(got, torch.Tensor) and got.dim() == 2:
+        model, src, n = case.args[:3]
+        for kw, hint in [
+            (
+                {"feed_bos": True},
+                "feed back the token just chosen as the next input, "
+                "not <bos> again: the decoder must read what it wrote",
+            ),
+            (
+                {"zero_start": True},
+                "the first decoder state is "
+                "model.decoder.start(summary), not zeros: it carries the source",
+            ),
+        ]:
+            alt = _variant_greedy(model, src, n, max_len, **kw)
+            if alt.shape == got.shape and torch.equal(alt, got.long()):
+                return hint
     if not isinstance(got, torch.Tensor) or got.dim() != 2:
         return "return the ids as one (B, T) tensor: torch.stack(out, dim=1)"
     B, T = exp.shape
