@@ -282,8 +282,12 @@ py310:
 
 # Needs Chromium (README: Debian/Ubuntu `apt-get install chromium fonts-noto-color-emoji`);
 # the check says so and stops if it is missing, and never installs anything itself.
+# First, in seconds and without a browser: the site is the polished one
+# (tools/site_audit.py: no MathJax runtime, no Font Awesome, the search index on the
+# search page only, one <h1>, no embedded widget on any page).
 browser-only:
 	@start=$$(date +%s); \
+	$(PY) tools/site_audit.py _build/html; \
 	$(PY) tools/browser_check.py _build/html _build/shots; \
 	echo "browser check: $$(( $$(date +%s) - start )) s"
 

@@ -396,14 +396,15 @@ def polish_html(text: str, page: Path, site: Path | None = None) -> str:
 
 # ------------------------------------------------ formulas typeset at build time
 # MathJax typesetting hundreds of formulas in the page was most of a chapter's
-# main-thread time on a phone (4x CPU: seconds). The formulas are typeset once here,
-# with the same MathJax in Node.js (tools/mathjax_prerender.js), each with its MathML
-# for assistive technology; the pages then load a stylesheet, not MathJax.
+# main-thread time on a phone (4x CPU: seconds), and its CommonHTML output (a third of a
+# chapter's elements, each formula twice with its hidden MathML) most of what was left.
+# The formulas are converted once here, with MathJax's TeX parser in Node.js
+# (tools/mathjax_prerender.js), to MathML Core, which the browser draws itself: no
+# script, no glyph stylesheet, no math webfonts; screen readers read the MathML.
 _MATH = re.compile(
     r'<(span|div) class="math notranslate nohighlight"([^>]*)>(.*?)</\1>', re.S
 )
 MATHJAX_NODE = Path(__file__).resolve().parents[1] / "_vendor.node" / "mathjax-es5"
-MATH_CSS = "_static/mathjax-chtml.css"
 
 
 def _tex_of(kind: str, body: str) -> tuple[str, bool] | None:
@@ -417,9 +418,16 @@ def _tex_of(kind: str, body: str) -> tuple[str, bool] | None:
     return None
 
 
+def _no_mathjax(text: str) -> str:
+    text = re.sub(r"<script>window\.MathJax = .*?</script>\s*", "", text, flags=re.S)
+    return re.sub(
+        r"<script\b[^>]*mathjax/tex-mml-chtml\.js[^>]*>\s*</script>\s*", "", text
+    )
+
+
 def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
-    """Every page's formulas as MathJax CommonHTML (see above); pages unchanged when
-    Node.js or the MathJax package (tools/vendor_js.sh) is missing."""
+    """Every page's formulas as MathML Core (see above); pages unchanged when Node.js
+    or the MathJax package (tools/vendor_js.sh) is missing."""
     import shutil
     import subprocess
 
@@ -434,26 +442,22 @@ def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
             f = _tex_of(m.group(1), m.group(3))
             if f:
                 formulas[f] = None
-    if not formulas:
-        return pages
     todo = list(formulas)
-    css_file = site / MATH_CSS
-    fonts = _rel(css_file, site / "vendor" / "mathjax" / "output" / "chtml" / "fonts")
-    res = subprocess.run(
-        [node, str(Path(__file__).with_name("mathjax_prerender.js")),
-         str(MATHJAX_NODE), fonts + "/woff-v2"],
-        input=json.dumps(todo), capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    out = json.loads(res.stdout)
-    done = {f: h for f, h in zip(todo, out["html"], strict=True) if h}
-    css_file.parent.mkdir(parents=True, exist_ok=True)
-    css_file.write_text(out["css"], encoding="utf-8")
+    done: dict[tuple[str, bool], str] = {}
+    if todo:
+        res = subprocess.run(
+            [node, str(Path(__file__).with_name("mathjax_prerender.js")),
+             str(MATHJAX_NODE)],
+            input=json.dumps(todo), capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        out = json.loads(res.stdout)
+        done = {f: h for f, h in zip(todo, out["html"], strict=True) if h}
     result = {}
     for page, text in pages.items():
         missed = []
 
         def render(m: re.Match, missed: list = missed) -> str:
-            if "<mjx-container" in m.group(3):
+            if "<math" in m.group(3) or "<mjx-container" in m.group(3):
                 return m.group(0)  # typeset already
             f = _tex_of(m.group(1), m.group(3))
             if f is None or f not in done:
@@ -465,29 +469,33 @@ def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
             )
 
         new = _MATH.sub(render, text)
-        if new != text:
-            link = f'<link rel="stylesheet" href="{_rel(page, css_file)}" />'
-            new = new.replace("</head>", link + "\n</head>", 1)
-            if missed:
-                print(f"site_polish: {page.name}: {len(missed)} formulas left to "
-                      f"MathJax in the page, e.g. {missed[:2]}")  # fmt: skip
-            else:  # every formula typeset: no MathJax in this page
-                new = re.sub(
-                    r"<script>window\.MathJax = .*?</script>\s*", "", new, flags=re.S
-                )
-                new = re.sub(
-                    r"<script\b[^>]*mathjax/tex-mml-chtml\.js[^>]*>\s*</script>\s*",
-                    "",
-                    new,
-                )
+        if missed:
+            print(f"site_polish: {page.name}: {len(missed)} formulas left to "
+                  f"MathJax in the page, e.g. {missed[:2]}")  # fmt: skip
+        else:  # every formula typeset (or none at all): no MathJax in this page
+            new = _no_mathjax(new)
         result[page] = new
     return result
 
 
+# Sphinx calls build-finished handlers in priority order (lower first; the default is
+# 500) and stops at the first that raises: the budget check (tools/nbtimes.py) or any
+# other check raising there would otherwise leave the site unpolished, MathJax runtime,
+# fontawesome.js and two <h1>s on every page. The polish runs first, and it also runs
+# when the build itself failed (a failing cell, a check raising): whatever is in the
+# output folder is then polished, and the build still fails. Sphinx emits the event a
+# second time, with the exception, when a handler raised: the polish runs once.
+POLISH_PRIORITY = 100
+
+
 def polish_site(app: Sphinx, exception: Exception | None) -> None:
-    if exception is not None or app.builder.format != "html":
+    if app.builder.format != "html" or getattr(app, "_attnlab_polished", False):
         return
-    polish_dir(Path(app.outdir))
+    out = Path(app.outdir)
+    if not (out / "index.html").exists():
+        return  # the build stopped before writing pages: nothing to polish
+    app._attnlab_polished = True  # type: ignore[attr-defined]
+    polish_dir(out)
 
 
 def polish_dir(out: Path) -> None:
@@ -507,20 +515,15 @@ def polish_dir(out: Path) -> None:
             page.write_text(text, encoding="utf-8")
     mj = out / "vendor" / "mathjax"
     if mj.is_dir() and not any("tex-mml-chtml.js" in t for t in new.values()):
-        # Only the fonts are used now (tools/mathjax_prerender.js's stylesheet).
+        # No page loads MathJax: the formulas are MathML, the browser draws them.
         import shutil
 
-        for child in list(mj.iterdir()):
-            if child.name == "output":
-                continue
-            if child.is_dir():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+        shutil.rmtree(mj, ignore_errors=True)
+    (out / "_static" / "mathjax-chtml.css").unlink(missing_ok=True)  # older builds
 
 
 def setup(app: Sphinx) -> dict:
-    app.connect("build-finished", polish_site)
+    app.connect("build-finished", polish_site, priority=POLISH_PRIORITY)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
