@@ -89,6 +89,7 @@ def test_polish_html(tmp_path):
     )
     out = site_polish.polish_html(html, page)
     assert 'width="600" height="300" style="min-width:408px"' in out
+    assert 'loading="lazy" decoding="async"' in out
     assert 'role="listitem"' in out and "doc-biblioentry" not in out
     assert "Toggle hidden content" not in out
     assert 'title="Light"' not in out and 'data-mode="light"' in out
@@ -415,3 +416,22 @@ def test_mathml_core_letters_and_alignment():
     assert 'mathvariant="bold' not in inline and "double-struck" not in inline
     assert aligned.count('style="text-align:right"') == 2
     assert aligned.count('style="text-align:left"') == 2
+
+
+def test_icons_are_inline_svg_without_font_awesome():
+    html = (
+        '<link rel="preload" as="font" type="font/woff2" crossorigin '
+        'href="_static/vendor/fontawesome/6.5.2/webfonts/fa-solid-900.woff2" />'
+        '<button><i class="theme-switch fa-solid fa-moon fa-lg" data-mode="dark"></i>'
+        '<i class="fab fa-github"></i><span class="btn__icon-container">'
+        '<i class="fas fa-download"></i></span></button>'
+    )
+    out = site_polish.inline_icons(html)
+    assert "fontawesome" not in out and "fa-" not in out
+    assert out.count('<svg class="attnlab-icon"') == 3
+    assert 'class="theme-switch attnlab-i" data-icon="moon" data-mode="dark"' in out
+    assert site_polish.inline_icons(out) == out
+    from tools import site_audit
+
+    assert site_audit.page_problems("x.html", html)
+    assert site_audit.page_problems("x.html", out) == []

@@ -97,6 +97,12 @@ def _fix_img(tag: str, page: Path) -> str:
     else:
         extra += f' style="{style}"'
     extra += ' data-attnlab-fig="1"'
+    # decoded off the main thread, fetched when near the screen (width and height are
+    # set: nothing moves when it arrives)
+    if " loading=" not in tag:
+        extra += ' loading="lazy"'
+    if " decoding=" not in tag:
+        extra += ' decoding="async"'
     return tag[:4] + extra + tag[4:]
 
 
@@ -372,6 +378,74 @@ def jump_to_twins(text: str) -> str:
     return text[: h1.end()] + line + text[h1.end() :]
 
 
+# ------------------------------------------------ icons: inline SVG, no Font Awesome
+# The theme draws about a dozen icons with Font Awesome: 275 KB of webfonts (gzip) on
+# every page for ~8 glyphs. Each <i class="fa-... fa-NAME"> gets a small inline SVG of
+# our own drawing inside it (the <i> and its classes stay: the theme's CSS and scripts
+# show and hide them, e.g. the colour-mode icons), and the Font Awesome stylesheet and
+# font preloads go. The theme's few CSS-drawn icons (admonition titles, external links)
+# are redrawn in _static/attnlab.css. 16 x 16 strokes in the text colour.
+_ICON_PATHS = {
+    "magnifying-glass": "M11 11l3.5 3.5M12 7A5 5 0 1 1 2 7a5 5 0 0 1 10 0z",
+    "list": "M5.5 4H14M5.5 8H14M5.5 12H14M2 4h.5M2 8h.5M2 12h.5",
+    "bars": "M2 3.5h12M2 8h12M2 12.5h12",
+    "sun": "M8 5.2a2.8 2.8 0 1 0 0 5.6 2.8 2.8 0 0 0 0-5.6zM8 1v1.6M8 13.4V15M1 8h1.6"
+    "M13.4 8H15M3 3l1.2 1.2M11.8 11.8 13 13M3 13l1.2-1.2M11.8 4.2 13 3",
+    "moon": "M13.5 10A6 6 0 0 1 6 2.5a6 6 0 1 0 7.5 7.5z",
+    "circle-half-stroke": "M8 2a6 6 0 1 0 0 12A6 6 0 0 0 8 2zM8 2v12",
+    "arrow-up": "M8 14V2.5M3.5 7 8 2.5 12.5 7",
+    "angle-left": "M10 3 5 8l5 5",
+    "angle-right": "M6 3l5 5-5 5",
+    "download": "M8 2v8.5M4.5 7 8 10.5 11.5 7M2 14h12",
+    "file": "M3.5 1.5H9L12.5 5v9.5h-9zM9 1.5V5h3.5",
+    "file-pdf": "M3.5 1.5H9L12.5 5v9.5h-9zM9 1.5V5h3.5",
+    "file-lines": "M3.5 1.5H9L12.5 5v9.5h-9zM9 1.5V5h3.5M5.5 8.5h5M5.5 11h5",
+    "rocket": "M8 1.5c2.6 2 3.5 5 3 8.5H5c-.5-3.5.4-6.5 3-8.5zM5 10l-2 3.5h3M11 10l2 "
+    "3.5h-3M8 5.5v1",
+    "code": "M5.5 4 2 8l3.5 4M10.5 4 14 8l-3.5 4",
+    "github": "M5.5 4 2 8l3.5 4M10.5 4 14 8l-3.5 4",
+    "expand": "M2 6V2h4M10 2h4v4M14 10v4h-4M6 14H2v-4",
+    "graduation-cap": "M1 6l7-3.5L15 6 8 9.5zM4 7.5V11c2 1.5 6 1.5 8 0V7.5M15 6v4",
+    "pencil": "M11 2l3 3-8.5 8.5H2.5v-3z",
+    "pencil-alt": "M11 2l3 3-8.5 8.5H2.5v-3z",
+    "lightbulb": "M5.5 11c0-2-2.5-3-2.5-6a5 5 0 0 1 10 0c0 3-2.5 4-2.5 6zM6 13.5h4",
+    "play": "M4.5 2.5v11l8.5-5.5z",
+    "home": "M2 8l6-5.5L14 8M4 6.5V14h8V6.5",
+}
+_FA_I = re.compile(r'<i class="([^"]*\bfa-[a-z0-9-]+[^"]*)"([^>]*)>\s*</i>')
+
+
+def _icon_svg(name: str) -> str:
+    d = _ICON_PATHS[name]
+    return (
+        '<svg class="attnlab-icon" viewBox="0 0 16 16" aria-hidden="true" '
+        f'focusable="false"><path d="{d}"/></svg>'
+    )
+
+
+def inline_icons(text: str) -> str:
+    """Font Awesome icons as inline SVG, and no Font Awesome stylesheet or font."""
+
+    def one(m: re.Match) -> str:
+        classes, attrs = m.group(1).split(), m.group(2)
+        names = [c[3:] for c in classes if c.startswith("fa-")]
+        name = next((n for n in names if n in _ICON_PATHS), None)
+        if name is None:
+            return m.group(0)
+        # the fa-* classes would draw Font Awesome's glyph too (and fetch its font)
+        keep = [c for c in classes if c not in ("fa", "fas", "fab", "far")
+                and not c.startswith("fa-")]  # fmt: skip
+        cls = " ".join([*keep, "attnlab-i"])
+        return f'<i class="{cls}" data-icon="{name}"{attrs}>{_icon_svg(name)}</i>'
+
+    text = _FA_I.sub(one, text)
+    return re.sub(
+        r"<link\b[^>]*(?:fontawesome|fa-(?:solid|brands|regular)-\d+)[^>]*>\s*",
+        "",
+        text,
+    )
+
+
 def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     """The fixes of this module applied to one page's HTML (``site``: the site's root,
     where extracted files go; default: the page's folder)."""
@@ -379,6 +453,7 @@ def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     text = drop_widget_runtime(text, page, site)
     text = lazy_twin_payloads(text, page, site)
     text = lighter_theme(text, page)
+    text = inline_icons(text)
     text = jump_to_twins(text)
     text = _IMG.sub(lambda m: _fix_img(m.group(0), page), text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
