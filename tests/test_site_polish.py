@@ -435,3 +435,35 @@ def test_icons_are_inline_svg_without_font_awesome():
 
     assert site_audit.page_problems("x.html", html)
     assert site_audit.page_problems("x.html", out) == []
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+def test_graded_site_has_no_solutions(tmp_path, monkeypatch, hidden):
+    """make book-graded (ATTNLAB_SITE_SOLUTIONS=0): the exercises stay, every solution
+    (a gated block with the cells inside it, or a tagged cell) leaves the pages."""
+    pytest.importorskip("sphinx_exercise")
+    pytest.importorskip("myst_parser")
+    from sphinx.application import Sphinx
+
+    monkeypatch.setenv("ATTNLAB_SITE_SOLUTIONS", "0" if hidden else "1")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        "extensions = ['myst_parser', 'sphinx_exercise', 'tools.site_solutions']\n"
+        "myst_enable_extensions = ['colon_fence']\n"
+    )
+    (src / "index.md").write_text(
+        "# Home\n\n```{exercise}\n:label: ex-one\n\nWrite the stub.\n```\n\n"
+        "```{solution-start} ex-one\n```\n\nTHE-ANSWER-IS-42\n\n"
+        "    print('THE-CODE-ANSWER')\n\n```{solution-end}\n```\n\nAfter the box.\n\n"
+        "```{solution} ex-one\n:label: sol-two\n\nSECOND-ANSWER\n```\n"
+    )
+    out = tmp_path / "out"
+    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "dt"), "html",
+                 status=None, warning=None, freshenv=True)  # fmt: skip
+    app.build()
+    html = (out / "index.html").read_text()
+    assert "Write the stub." in html and "After the box." in html
+    for secret in ("THE-ANSWER-IS-42", "THE-CODE-ANSWER", "SECOND-ANSWER"):
+        assert (secret in html) is not hidden, secret
+    assert ('class="solution' in html) is not hidden
