@@ -467,3 +467,22 @@ def test_graded_site_has_no_solutions(tmp_path, monkeypatch, hidden):
     for secret in ("THE-ANSWER-IS-42", "THE-CODE-ANSWER", "SECOND-ANSWER"):
         assert (secret in html) is not hidden, secret
     assert ('class="solution' in html) is not hidden
+
+
+def test_twins_get_todays_runtime_once_per_page(tmp_path):
+    """The website's twins run the runtime as it is now (not as it was when the
+    notebook executed), with core.js and the stylesheet once per page."""
+    from attnlab.course import twin
+    from attnlab.course.ch02_recipe.twins import query_vs_keys_twin
+    from attnlab.course.ch03_mappings.twins import mapping_lab_twin
+
+    core = (twin.JS_DIR / "core.js").read_text()
+    a, b = mapping_lab_twin().html(), query_vs_keys_twin().html()
+    stale = a.replace(core, "/* an old core.js */ window.attnlabTwin = {};", 1)
+    page = f"<html><body><h1>T</h1>{stale}<p>x</p>{b}</body></html>"
+    out = site_polish.refresh_twin_scripts(page)
+    assert out.count(core) == 1 and "an old core.js" not in out
+    assert out.index(core) < out.index("attnlabTwin.define('mapping_lab'")
+    assert "attnlabTwin.define('query_vs_keys'" in out
+    assert out.count("<style>") == 1 and out.count("attnlabTwin.mount(") == 2
+    assert site_polish.refresh_twin_scripts(out) == out

@@ -163,6 +163,28 @@ def _rel(page: Path, target: Path) -> str:
     return os.path.relpath(target, page.parent).replace(os.sep, "/")
 
 
+def half_weights(body: str) -> str:
+    """A twin payload whose trained models (attnlab.course.twin.live) carry float16
+    weights: half the bytes (7a's date Transformer: 0.9 MB of JSON before)."""
+    try:
+        from attnlab.course.twin.live import to_float16
+    except ImportError:  # the polish re-applied without the course package
+        return body
+    data = json.loads(body)
+
+    def walk(x):
+        if isinstance(x, dict):
+            if {"kind", "blob", "tensors"} <= x.keys():
+                return to_float16(x)
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+
+    new = walk(data)
+    return body if new == data else json.dumps(new, separators=(",", ":"))
+
+
 def lazy_twin_payloads(text: str, page: Path, site: Path) -> str:
     """Twin payloads over LAZY_PAYLOAD_BYTES into ``_static/twin-data/<hash>.json``;
     the page keeps an empty payload with ``data-src`` (core.js fetches it)."""
@@ -171,6 +193,7 @@ def lazy_twin_payloads(text: str, page: Path, site: Path) -> str:
         body = m.group(1)
         if len(body.encode()) <= LAZY_PAYLOAD_BYTES:
             return m.group(0)
+        body = half_weights(body)
         digest = hashlib.sha256(body.encode()).hexdigest()[:20]
         target = site / "_static" / "twin-data" / f"{digest}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -378,6 +401,65 @@ def jump_to_twins(text: str) -> str:
     return text[: h1.end()] + line + text[h1.end() :]
 
 
+# ------------------------------------------------ the twins run today's runtime
+# A twin's output carries its scripts inline (core.js, the libraries it needs, its own
+# script) and its stylesheet, as they were when the notebook executed. On the website
+# each page gets them as they are in attnlab now, once per page: the first twin brings
+# the runtime and the stylesheet, the next ones only their own script (core.js and
+# the libraries are guarded: a second copy was bytes doing nothing).
+_TWIN_SCRIPT = re.compile(
+    r"<script>((?:(?!</script>).)*?)\nattnlabTwin\.mount\((\"[^\"]+\")\);</script>",
+    re.S,
+)
+_TWIN_STYLE = re.compile(r'(<div class="attnlab-twin[^>]*>)<style>.*?</style>', re.S)
+
+
+def _twin_runtime():
+    try:
+        from attnlab.course import twin
+    except ImportError:  # the polish re-applied without the course package
+        return None
+    return twin
+
+
+def refresh_twin_scripts(text: str) -> str:
+    twin = _twin_runtime()
+    if twin is None or "attnlabTwin.mount(" not in text:
+        return text
+    scripts = twin.js_scripts()
+    libs_known = sorted(p.stem for p in twin.JS_DIR.glob("*.js") if p.stem != "core")
+    markers = {
+        lib: (twin.JS_DIR / f"{lib}.js").read_text().split("\n", 1)[0]
+        for lib in libs_known
+    }
+    sent: set[str] = set()
+
+    def one(m: re.Match) -> str:
+        old, uid = m.group(1), m.group(2)
+        kind_m = re.fullmatch(r'"attnlab-twin-(.+)-[0-9a-f]+-\d+"', uid)
+        kind = kind_m.group(1) if kind_m else None
+        if kind not in scripts:
+            return m.group(0)
+        parts = []
+        for name in ["core", *(lib for lib in libs_known if markers[lib] in old)]:
+            if name not in sent:
+                sent.add(name)
+                parts.append((twin.JS_DIR / f"{name}.js").read_text())
+        parts.append(scripts[kind].read_text())
+        return "<script>" + "\n".join(parts) + f"\nattnlabTwin.mount({uid});</script>"
+
+    text = _TWIN_SCRIPT.sub(one, text)
+    first = [True]
+
+    def style(m: re.Match) -> str:
+        if first[0]:
+            first[0] = False
+            return f"{m.group(1)}<style>{twin._CSS}</style>"
+        return m.group(1)
+
+    return _TWIN_STYLE.sub(style, text)
+
+
 # ------------------------------------------------ icons: inline SVG, no Font Awesome
 # The theme draws about a dozen icons with Font Awesome: 275 KB of webfonts (gzip) on
 # every page for ~8 glyphs. Each <i class="fa-... fa-NAME"> gets a small inline SVG of
@@ -451,6 +533,7 @@ def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     where extracted files go; default: the page's folder)."""
     site = site or page.parent
     text = drop_widget_runtime(text, page, site)
+    text = refresh_twin_scripts(text)
     text = lazy_twin_payloads(text, page, site)
     text = lighter_theme(text, page)
     text = inline_icons(text)
