@@ -313,9 +313,12 @@ async def one_load(browser: Browser, url: str, traced: bool = True) -> dict:
     tasks = main_thread_tasks(trace)
     navs = trace_marks(trace, "navigationStart")
     fcps = trace_marks(trace, "firstContentfulPaint")
-    nav = navs[-1] if navs else (tasks[0][0] if tasks else 0.0)
+    # the page's own navigation: the last one before its first paint (frames inside
+    # the page, e.g. an iframe, start navigations of their own later)
+    fcp = fcps[0] if fcps else None
+    start = [n for n in navs if fcp is None or n <= fcp]
+    nav = start[-1] if start else (tasks[0][0] if tasks else 0.0)
     m["long_cpu"] = long_tasks_cpu([t for t in tasks if t[0] >= nav])
-    fcp = next((f for f in fcps if f >= nav), None)
     m["fcp_cpu"] = (
         first_paint_cpu(tasks, nav, fcp, m["fcp"])
         if fcp is not None and m.get("fcp") is not None
