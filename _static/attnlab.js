@@ -154,9 +154,8 @@
   // A box that scrolls sideways (a wide figure on a phone) must be reachable by
   // keyboard to be scrolled without a pointer, and must show that it scrolls: a
   // "scroll sideways" line above it and a faded right edge until its end is reached.
-  // A box is measured when it comes near the screen (an IntersectionObserver), not all
-  // at load: measuring forces a layout, and the page's far sections are left unstyled
-  // and unlaid-out until the reader nears them (content-visibility in attnlab.css).
+  // Boxes are measured once the page has painted (not before its first paint), and
+  // again when a twin redraws inside one or the window is resized.
   var BOXES = 'div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot, .attnlab-snapshot, div.math';
   function fadeEdge(b) {
     b.classList.toggle('attnlab-more-right', b.scrollLeft + b.clientWidth < b.scrollWidth - 2);
@@ -194,21 +193,9 @@
       if (hint) hint.parentNode.removeChild(hint);
     }
   }
-  var near = new Set();
-  var io = window.IntersectionObserver ? new IntersectionObserver(function (entries) {
-    for (var i = 0; i < entries.length; i++) {
-      var e = entries[i];
-      if (e.isIntersecting) { near.add(e.target); checkBox(e.target); } else near.delete(e.target);
-    }
-  }, { rootMargin: '800px 0px' }) : null;
   function watchScrollers(root) {
     var boxes = root.querySelectorAll(BOXES);
-    for (var i = 0; i < boxes.length; i++) {
-      var b = boxes[i];
-      if (b.dataset.attnlabWatched) continue;
-      b.dataset.attnlabWatched = '1';
-      if (io) io.observe(b); else checkBox(b);
-    }
+    for (var i = 0; i < boxes.length; i++) checkBox(boxes[i]);
   }
   function fixAll() {
     var root = document.body;
@@ -221,7 +208,7 @@
     watchScrollers(root);
   }
   // What changed since the last frame: new elements get the fixes, and a box whose
-  // content changed near the screen (a twin redrawn) is measured again.
+  // content changed (a twin redrawn) is measured again.
   var pendingNodes = [], pending = false;
   function flush() {
     pending = false;
@@ -233,7 +220,7 @@
       if (!n || !n.isConnected || seen.has(n)) continue;
       seen.add(n);
       var box = n.closest(BOXES);
-      if (box && near.has(box)) checkBox(box);
+      if (box) checkBox(box);
       if (n.querySelector && n.firstElementChild) {
         fixImages(n); freezeWidgets(n); nameHandles(n); nameToggles(n); watchScrollers(n);
       }
@@ -249,13 +236,14 @@
     pending = true;
     (window.requestAnimationFrame || setTimeout)(flush);
   }
-  function remeasure() { near.forEach(checkBox); }
-  // For checks and tests: measure every box now (forces a layout of the whole page).
-  window.attnlabSite = { measureAll: function () {
-    document.querySelectorAll(BOXES).forEach(checkBox);
-  } };
+  function remeasure() { watchScrollers(document.body); }
+  // For checks and tests: measure every box now.
+  window.attnlabSite = { measureAll: remeasure };
   document.addEventListener('DOMContentLoaded', function () {
-    fixAll();
+    fixImages(document.body); freezeWidgets(document.body); nameHandles(document.body);
+    nameToggles(document.body); nameMismatches(document.body);
+    // after the first paint: measuring the boxes forces a layout
+    (window.requestAnimationFrame || setTimeout)(function () { setTimeout(fixAll, 0); });
     new MutationObserver(onMutations).observe(document.body, { childList: true, subtree: true });
   });
   window.addEventListener('load', fixAll);
