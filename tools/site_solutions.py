@@ -59,7 +59,8 @@ _MASTER_LINK = re.compile(
 
 def drop_master_notebooks(app: Sphinx, exception: Exception | None) -> None:
     out = Path(app.outdir)
-    for nb in (out / "_sources").rglob("*.ipynb") if (out / "_sources").is_dir() else []:
+    sources = out / "_sources"
+    for nb in sources.rglob("*.ipynb") if sources.is_dir() else []:
         nb.unlink()
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
