@@ -35,7 +35,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
         student-check browser browser-only vendor bench clean editions colab colab-check \
         workflow preflight portability portability-scalar portability-next torch-next \
         portability-seeds portability-avx2 \
-        py310 student-verify browser-perf browser-after-book
+        py310 student-verify browser-perf browser-after-book book-graded
 
 help:
 	@echo "make book    build the website into _build/html (every notebook executed)"
@@ -43,6 +43,7 @@ help:
 	@echo "make check   quick: lint, unit tests without the slow ones, stripped notebooks"
 	@echo "make notebooks  the master notebooks under nbval, one at a time, with times"
 	@echo "make student write the student edition (no solutions) to _build/student"
+	@echo "make book-graded  the website without solutions (a graded term)"
 	@echo "make editions  refresh glue-snapshot.json (from the last book run) and the"
 	@echo "             notebook editions student/ and full/ (make book does it too)"
 	@echo "make colab-check  every chapter's student edition in a Colab stand-in"
@@ -94,6 +95,16 @@ book: $(STAMP) vendor
 	echo "book built in $$(( $$(date +%s) - start )) s -> _build/html/index.html"
 	@if [ "$(EDITIONS_REFRESH)" != 0 ]; then $(MAKE) --no-print-directory editions; \
 	  $(PY) tools/editions.py publish _build/html; fi
+
+# The website without the solutions, for a term whose exercises are graded: every
+# solution dropdown (and the cells in it) and the master notebooks' downloads leave the
+# pages (tools/site_solutions.py); the notebooks still execute with their solutions.
+# Into _build/graded/_build/html (its own caches: the public site is left alone).
+book-graded: $(STAMP) vendor
+	@start=$$(date +%s); \
+	ATTNLAB_SITE_SOLUTIONS=0 $(BIN)/jupyter-book build . --all --builder html -W -n \
+	  --keep-going --path-output _build/graded; \
+	echo "graded site built in $$(( $$(date +%s) - start )) s -> _build/graded/_build/html"
 
 # Refresh glue-snapshot.json from the last site build's executed chapters (if there is
 # one) and rewrite student/ and full/ from chapters/ + the snapshot + _config.yml, then
@@ -310,8 +321,12 @@ py310:
 
 # Needs Chromium (README: Debian/Ubuntu `apt-get install chromium fonts-noto-color-emoji`);
 # the check says so and stops if it is missing, and never installs anything itself.
+# First, in seconds and without a browser: the site is the polished one
+# (tools/site_audit.py: no MathJax runtime, no Font Awesome, the search index on the
+# search page only, one <h1>, no embedded widget on any page).
 browser-only:
 	@start=$$(date +%s); \
+	$(PY) tools/site_audit.py _build/html; \
 	$(PY) tools/browser_check.py _build/html _build/shots; \
 	echo "browser check: $$(( $$(date +%s) - start )) s"
 

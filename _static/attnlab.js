@@ -154,46 +154,48 @@
   // A box that scrolls sideways (a wide figure on a phone) must be reachable by
   // keyboard to be scrolled without a pointer, and must show that it scrolls: a
   // "scroll sideways" line above it and a faded right edge until its end is reached.
+  // Boxes are measured once the page has painted (not before its first paint), and
+  // again when a twin redraws inside one or the window is resized.
+  var BOXES = 'div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot, .attnlab-snapshot, div.math';
   function fadeEdge(b) {
     b.classList.toggle('attnlab-more-right', b.scrollLeft + b.clientWidth < b.scrollWidth - 2);
   }
-  function focusableScrollers(root) {
-    // (Display formulas too: typeset at build time, a wide one scrolls in its box.)
-    var boxes = root.querySelectorAll('div.cell_output, .widget-output, .jp-RenderedImage, .twin-plot, .attnlab-snapshot, mjx-container[display="true"]');
-    for (var i = 0; i < boxes.length; i++) {
-      var b = boxes[i];
-      if (b.querySelector('div.cell_output, .twin-plot')) continue; // the inner box scrolls
-      var hint = b.previousElementSibling;
-      if (!(hint && hint.classList.contains('attnlab-scroll-hint'))) hint = null;
-      if (b.scrollWidth > b.clientWidth + 1) {
-        if (!b.hasAttribute('tabindex')) {
-          b.setAttribute('tabindex', '0');
-          b.setAttribute('role', 'region');
-          b.setAttribute('aria-label', (b.tagName === 'MJX-CONTAINER' ? 'Formula' : 'Output') + ' (scrolls sideways)');
-          b.dataset.attnlabScroller = '1';
-        }
-        b.classList.add('attnlab-scrolls');
-        if (!hint) {
-          hint = document.createElement('p');
-          hint.className = 'attnlab-scroll-hint';
-          hint.setAttribute('aria-hidden', 'true'); // the region's name says it
-          hint.textContent = '⇆ wider than the screen: scroll sideways';
-          b.parentNode.insertBefore(hint, b);
-        }
-        if (!b.dataset.attnlabFade) {
-          b.dataset.attnlabFade = '1';
-          b.addEventListener('scroll', function () { fadeEdge(this); }, { passive: true });
-        }
-        fadeEdge(b);
-      } else {
-        if (b.dataset.attnlabScroller) {
-          delete b.dataset.attnlabScroller;
-          b.removeAttribute('tabindex'); b.removeAttribute('role'); b.removeAttribute('aria-label');
-        }
-        b.classList.remove('attnlab-scrolls', 'attnlab-more-right');
-        if (hint) hint.parentNode.removeChild(hint);
+  function checkBox(b) {
+    if (b.querySelector('div.cell_output, .twin-plot')) return; // the inner box scrolls
+    var hint = b.previousElementSibling;
+    if (!(hint && hint.classList.contains('attnlab-scroll-hint'))) hint = null;
+    if (b.scrollWidth > b.clientWidth + 1) {
+      if (!b.hasAttribute('tabindex')) {
+        b.setAttribute('tabindex', '0');
+        b.setAttribute('role', 'region');
+        b.setAttribute('aria-label', (b.classList.contains('math') ? 'Formula' : 'Output') + ' (scrolls sideways)');
+        b.dataset.attnlabScroller = '1';
       }
+      b.classList.add('attnlab-scrolls');
+      if (!hint) {
+        hint = document.createElement('p');
+        hint.className = 'attnlab-scroll-hint';
+        hint.setAttribute('aria-hidden', 'true'); // the region's name says it
+        hint.textContent = '⇆ wider than the screen: scroll sideways';
+        b.parentNode.insertBefore(hint, b);
+      }
+      if (!b.dataset.attnlabFade) {
+        b.dataset.attnlabFade = '1';
+        b.addEventListener('scroll', function () { fadeEdge(this); }, { passive: true });
+      }
+      fadeEdge(b);
+    } else {
+      if (b.dataset.attnlabScroller) {
+        delete b.dataset.attnlabScroller;
+        b.removeAttribute('tabindex'); b.removeAttribute('role'); b.removeAttribute('aria-label');
+      }
+      b.classList.remove('attnlab-scrolls', 'attnlab-more-right');
+      if (hint) hint.parentNode.removeChild(hint);
     }
+  }
+  function watchScrollers(root) {
+    var boxes = root.querySelectorAll(BOXES);
+    for (var i = 0; i < boxes.length; i++) checkBox(boxes[i]);
   }
   function fixAll() {
     var root = document.body;
@@ -203,18 +205,50 @@
     nameHandles(root);
     nameToggles(root);
     nameMismatches(root);
-    focusableScrollers(root);
+    watchScrollers(root);
   }
-  var pending = false;
-  function schedule() {
+  // What changed since the last frame: new elements get the fixes, and a box whose
+  // content changed (a twin redrawn) is measured again.
+  var pendingNodes = [], pending = false;
+  function flush() {
+    pending = false;
+    var nodes = pendingNodes; pendingNodes = [];
+    var seen = new Set();
+    for (var i = 0; i < nodes.length; i++) {
+      var n = nodes[i];
+      if (n.nodeType !== 1) n = n.parentElement;
+      if (!n || !n.isConnected || seen.has(n)) continue;
+      seen.add(n);
+      var box = n.closest(BOXES);
+      if (box) checkBox(box);
+      if (n.querySelector && n.firstElementChild) {
+        fixImages(n); freezeWidgets(n); nameHandles(n); nameToggles(n); watchScrollers(n);
+      }
+    }
+  }
+  function onMutations(records) {
+    for (var i = 0; i < records.length; i++) {
+      var r = records[i];
+      pendingNodes.push(r.target);
+      for (var j = 0; j < r.addedNodes.length; j++) pendingNodes.push(r.addedNodes[j]);
+    }
     if (pending) return;
     pending = true;
-    (window.requestAnimationFrame || setTimeout)(function () { pending = false; fixAll(); });
+    (window.requestAnimationFrame || setTimeout)(flush);
   }
+  function remeasure() { watchScrollers(document.body); }
+  // For checks and tests: measure every box now.
+  window.attnlabSite = { measureAll: remeasure };
   document.addEventListener('DOMContentLoaded', function () {
-    fixAll();
-    new MutationObserver(schedule).observe(document.body, { childList: true, subtree: true });
+    fixImages(document.body); freezeWidgets(document.body); nameHandles(document.body);
+    nameToggles(document.body); nameMismatches(document.body);
+    // after the first paint: measuring the boxes forces a layout
+    (window.requestAnimationFrame || setTimeout)(function () { setTimeout(fixAll, 0); });
+    new MutationObserver(onMutations).observe(document.body, { childList: true, subtree: true });
   });
   window.addEventListener('load', fixAll);
-  window.addEventListener('resize', schedule);
+  var resizing = null;
+  window.addEventListener('resize', function () {
+    clearTimeout(resizing); resizing = setTimeout(remeasure, 150);
+  });
 })();

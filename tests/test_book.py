@@ -141,3 +141,28 @@ def test_old_chapter_7_url_redirects_to_7a():
             f"the redirect links to {target}, not in the toc"
         )
     assert not (ROOT / "chapters/07_transformer.ipynb").exists()
+
+
+def _section_ids(nb: Path) -> set[str]:
+    """The ids Sphinx gives the notebook's headings (docutils' make_id of the text)."""
+    from docutils.nodes import make_id
+
+    ids = set()
+    for cell in json.loads(nb.read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            src = "".join(cell["source"])
+            ids |= {make_id(h) for h in re.findall(r"^#{1,6}\s+(.*)$", src, re.M)}
+    return ids
+
+
+def test_old_chapter_7_deep_links_keep_their_fragment():
+    """07_transformer.html#<section> lands on that section: in 7b for the sections that
+    moved there (every 7b section not also in 7a), in 7a for the rest, #fragment kept."""
+    page = (ROOT / "_redirects/chapters/07_transformer.html").read_text()
+    script = re.search(r"var to7b = \[(.*?)\];", page, re.S)
+    assert script, "the redirect has no list of 7b's sections"
+    listed = set(re.findall(r'"([^"]+)"', script.group(1)))
+    ids_7a = _section_ids(ROOT / "chapters/07a_transformer.ipynb")
+    ids_7b = _section_ids(ROOT / "chapters/07b_transformer_training.ipynb")
+    assert listed == ids_7b - ids_7a, listed ^ (ids_7b - ids_7a)
+    assert "location.replace(page + location.hash)" in page

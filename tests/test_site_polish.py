@@ -89,6 +89,7 @@ def test_polish_html(tmp_path):
     )
     out = site_polish.polish_html(html, page)
     assert 'width="600" height="300" style="min-width:408px"' in out
+    assert 'loading="lazy" decoding="async"' in out
     assert 'role="listitem"' in out and "doc-biblioentry" not in out
     assert "Toggle hidden content" not in out
     assert 'title="Light"' not in out and 'data-mode="light"' in out
@@ -296,14 +297,192 @@ def test_formulas_typeset_at_build_time(tmp_path):
     page.write_text(html)
     site_polish.polish_dir(tmp_path)
     out = page.read_text()
-    assert out.count("<mjx-container") == 2 and 'display="true"' in out
-    assert "<mjx-assistive-mml" in out  # MathML for screen readers
-    assert "<mo>&lt;</mo>" in out or "&lt;" in out
-    assert "tex-mml-chtml" not in out and "window.MathJax" not in out
-    assert 'href="../_static/mathjax-chtml.css"' in out
-    css = (tmp_path / "_static" / "mathjax-chtml.css").read_text()
-    assert "../vendor/mathjax/output/chtml/fonts/woff-v2" in css
-    # no page loads MathJax any more: only its fonts stay in the site
-    assert not (tmp_path / "vendor" / "mathjax" / "tex-mml-chtml.js").exists()
+    # MathML Core, drawn by the browser (and read by screen readers): no MathJax
+    assert out.count("<math") == 2 and '<math display="block">' in out
+    assert "<mi>α</mi><mo>&lt;</mo><mn>1</mn>" in out
+    assert (
+        "mjx-" not in out and "tex-mml-chtml" not in out and "window.MathJax" not in out
+    )
+    assert not (tmp_path / "vendor" / "mathjax").exists()  # nor its fonts
+    assert not (tmp_path / "_static" / "mathjax-chtml.css").exists()
     site_polish.polish_dir(tmp_path)
     assert page.read_text() == out  # idempotent
+
+
+# ------------------------------------------ a build that cannot publish half-done
+UNPOLISHED = (
+    "<html><head><title>Attention &#8212; Attention</title>"
+    "<script>window.MathJax = {options: {}}</script>"
+    '<script defer src="../vendor/mathjax/tex-mml-chtml.js"></script>'
+    '<script defer src="../_static/scripts/fontawesome.js?digest=1"></script>'
+    '<script src="../searchindex.js"></script>'
+    '<script src="../vendor/require.js"></script></head><body>'
+    '<div id="jb-print-docs-body" class="onlyprint">\n <h1>Attention</h1></div>'
+    "<h1>Attention</h1>"
+    '<script type="application/vnd.jupyter.widget-view+json">{"model_id": "m"}'
+    "</script></body></html>"
+)
+
+
+def test_site_audit_fails_an_unpolished_page_and_passes_the_polished_one(tmp_path):
+    from tools import site_audit
+
+    found = site_audit.page_problems("chapters/x.html", UNPOLISHED)
+    for what in ("MathJax runtime", "configures the MathJax", "Font Awesome",
+                 "search index", "2 <h1>", "require.js", "embedded widget"):  # fmt: skip
+        assert any(what in p for p in found), (what, found)
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    page.write_text(UNPOLISHED)
+    (tmp_path / "index.html").write_text("<html><h1>Home</h1></html>")
+    assert len(site_audit.site_problems(tmp_path)) == len(found)
+    assert site_audit.main(str(tmp_path)) == 1
+    # the search page may load the index; an <h1> in a script or comment is no heading
+    assert (
+        site_audit.page_problems(
+            "search.html",
+            '<script src="searchindex.js"></script><h1>S</h1><!-- <h1>x</h1> -->'
+            "<script>const t = '<h1>y</h1>';</script>",
+        )
+        == []
+    )
+
+
+@pytest.mark.skipif(
+    not (site_polish.MATHJAX_NODE / "node-main.js").exists(),
+    reason="tools/vendor_js.sh has not vendored MathJax for Node.js",
+)
+def test_polished_page_passes_the_audit(tmp_path):
+    from tools import site_audit
+
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    page.write_text(UNPOLISHED.replace("<h1>Attention</h1></div>", "<h1>A</h1></div>"))
+    (tmp_path / "index.html").write_text("<html><h1>Home</h1></html>")
+    site_polish.polish_dir(tmp_path)
+    assert site_audit.site_problems(tmp_path) == []
+
+
+def test_polish_runs_before_a_check_that_raises(tmp_path):
+    """A build-finished check that raises (the notebook budget) no longer leaves the
+    site unpolished: the polish runs first, and the build still fails."""
+    from sphinx.application import Sphinx
+    from sphinx.errors import ExtensionError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        "extensions = ['tools.site_polish']\n"
+        "def _budget(app, exc):\n"
+        "    if exc is None:\n"
+        "        raise __import__('sphinx.errors').errors.ExtensionError('over budget')\n"
+        "def setup(app):\n"
+        "    app.connect('build-finished', _budget)\n"
+    )
+    (src / "index.rst").write_text(
+        "Home\n====\n\n.. raw:: html\n\n"
+        '   <script src="_static/scripts/fontawesome.js"></script>\n'
+    )
+    out = tmp_path / "out"
+    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "dt"), "html",
+                 status=None, warning=None, freshenv=True)  # fmt: skip
+    with pytest.raises(ExtensionError, match="over budget"):
+        app.build()
+    assert "fontawesome.js" not in (out / "index.html").read_text()
+
+
+@pytest.mark.skipif(
+    not (site_polish.MATHJAX_NODE / "node-main.js").exists(),
+    reason="tools/vendor_js.sh has not vendored MathJax for Node.js",
+)
+def test_mathml_core_letters_and_alignment():
+    """What MathML Core lacks is rewritten: styled letters become Unicode mathematical
+    letters (ℝ, 𝐖, 𝜶, ℒ), aligned columns get their text-align."""
+    import json
+    import subprocess
+
+    tex = [
+        [r"\mathbb{R}^d \boldsymbol{\alpha} \mathbf{W} \mathcal{L} \mathbf{0}", False],
+        [r"\begin{aligned} a &= b \\ cd &= e \end{aligned}", True],
+    ]
+    res = subprocess.run(
+        ["node", str(Path(site_polish.__file__).with_name("mathjax_prerender.js")),
+         str(site_polish.MATHJAX_NODE)],
+        input=json.dumps(tex), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    inline, aligned = json.loads(res.stdout)["html"]
+    for ch in "ℝ𝜶𝐖ℒ𝟎":
+        assert ch in inline, (ch, inline)
+    assert 'mathvariant="bold' not in inline and "double-struck" not in inline
+    assert aligned.count('style="text-align:right"') == 2
+    assert aligned.count('style="text-align:left"') == 2
+
+
+def test_icons_are_inline_svg_without_font_awesome():
+    html = (
+        '<link rel="preload" as="font" type="font/woff2" crossorigin '
+        'href="_static/vendor/fontawesome/6.5.2/webfonts/fa-solid-900.woff2" />'
+        '<button><i class="theme-switch fa-solid fa-moon fa-lg" data-mode="dark"></i>'
+        '<i class="fab fa-github"></i><span class="btn__icon-container">'
+        '<i class="fas fa-download"></i></span></button>'
+    )
+    out = site_polish.inline_icons(html)
+    assert "fontawesome" not in out and "fa-" not in out
+    assert out.count('<svg class="attnlab-icon"') == 3
+    assert 'class="theme-switch attnlab-i" data-icon="moon" data-mode="dark"' in out
+    assert site_polish.inline_icons(out) == out
+    from tools import site_audit
+
+    assert site_audit.page_problems("x.html", html)
+    assert site_audit.page_problems("x.html", out) == []
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+def test_graded_site_has_no_solutions(tmp_path, monkeypatch, hidden):
+    """make book-graded (ATTNLAB_SITE_SOLUTIONS=0): the exercises stay, every solution
+    (a gated block with the cells inside it, or a tagged cell) leaves the pages."""
+    pytest.importorskip("sphinx_exercise")
+    pytest.importorskip("myst_parser")
+    from sphinx.application import Sphinx
+
+    monkeypatch.setenv("ATTNLAB_SITE_SOLUTIONS", "0" if hidden else "1")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        "extensions = ['myst_parser', 'sphinx_exercise', 'tools.site_solutions']\n"
+        "myst_enable_extensions = ['colon_fence']\n"
+    )
+    (src / "index.md").write_text(
+        "# Home\n\n```{exercise}\n:label: ex-one\n\nWrite the stub.\n```\n\n"
+        "```{solution-start} ex-one\n```\n\nTHE-ANSWER-IS-42\n\n"
+        "    print('THE-CODE-ANSWER')\n\n```{solution-end}\n```\n\nAfter the box.\n\n"
+        "```{solution} ex-one\n:label: sol-two\n\nSECOND-ANSWER\n```\n"
+    )
+    out = tmp_path / "out"
+    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "dt"), "html",
+                 status=None, warning=None, freshenv=True)  # fmt: skip
+    app.build()
+    html = (out / "index.html").read_text()
+    assert "Write the stub." in html and "After the box." in html
+    for secret in ("THE-ANSWER-IS-42", "THE-CODE-ANSWER", "SECOND-ANSWER"):
+        assert (secret in html) is not hidden, secret
+    assert ('class="solution' in html) is not hidden
+
+
+def test_twins_get_todays_runtime_once_per_page(tmp_path):
+    """The website's twins run the runtime as it is now (not as it was when the
+    notebook executed), with core.js and the stylesheet once per page."""
+    from attnlab.course import twin
+    from attnlab.course.ch02_recipe.twins import query_vs_keys_twin
+    from attnlab.course.ch03_mappings.twins import mapping_lab_twin
+
+    core = (twin.JS_DIR / "core.js").read_text()
+    a, b = mapping_lab_twin().html(), query_vs_keys_twin().html()
+    stale = a.replace(core, "/* an old core.js */ window.attnlabTwin = {};", 1)
+    page = f"<html><body><h1>T</h1>{stale}<p>x</p>{b}</body></html>"
+    out = site_polish.refresh_twin_scripts(page)
+    assert out.count(core) == 1 and "an old core.js" not in out
+    assert out.index(core) < out.index("attnlabTwin.define('mapping_lab'")
+    assert "attnlabTwin.define('query_vs_keys'" in out
+    assert out.count("<style>") == 1 and out.count("attnlabTwin.mount(") == 2
+    assert site_polish.refresh_twin_scripts(out) == out

@@ -31,6 +31,7 @@ from attnlab.course.twin.live import (  # noqa: E402
     export_model,
     page_weight,
     rebuild_model,
+    to_float16,
 )
 from attnlab.data import DateTask, ReversalTask  # noqa: E402
 from attnlab.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
@@ -315,3 +316,41 @@ def test_twins_in_chromium_show_attnlabs_outputs(tmp_path, capsys):
     assert len(lines) == 2, lines
     assert errors == [], "\n".join(errors)
     assert all("one decode" in line for line in lines)
+
+
+def test_float16_weights_are_the_rounded_model():
+    """The website's float16 copy of a model: half the bytes, and rebuilt it is the
+    trained model with every weight rounded to float16, nothing else."""
+    import base64
+
+    model, _ = _date_model(seed=3)
+    full = export_model(model)
+    half = to_float16(full)
+    assert half["dtype"] == "f16" and to_float16(half) is half
+    assert len(base64.b64decode(half["blob"])) * 2 == len(
+        base64.b64decode(full["blob"])
+    )
+    rebuilt = rebuild_model(half)
+    for name, t in model.state_dict().items():
+        want = t.to(torch.float16).to(torch.float32)
+        assert torch.equal(rebuilt.state_dict()[name], want), name
+    flat = torch.frombuffer(
+        bytearray(base64.b64decode(full["blob"])), dtype=torch.float32
+    )
+    flat[0] = 1e6  # beyond float16
+    too_big = full | {"blob": base64.b64encode(flat.numpy().tobytes()).decode()}
+    with pytest.raises(ValueError, match="float16's range"):
+        to_float16(too_big)
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed")
+def test_runtime_gives_attnlabs_dates_from_float16_weights(tmp_path):
+    """The page widens float16 weights as attnlab does: same dates, same weights."""
+    model, dates = _date_model(seed=1)
+    data = json.loads(json.dumps(date_translator_twin(model, dates).data))
+    data = to_float16(data)
+    cases = [{"layer": "1", "head": "0", **c} for c in date_cases(n=12)]
+    bad, worst = _agree(
+        "date_translator", data, cases, _node(tmp_path, "date", data, cases)
+    )
+    assert bad == [] and worst < 1e-4, (bad, worst)

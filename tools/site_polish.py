@@ -97,6 +97,12 @@ def _fix_img(tag: str, page: Path) -> str:
     else:
         extra += f' style="{style}"'
     extra += ' data-attnlab-fig="1"'
+    # decoded off the main thread, fetched when near the screen (width and height are
+    # set: nothing moves when it arrives)
+    if " loading=" not in tag:
+        extra += ' loading="lazy"'
+    if " decoding=" not in tag:
+        extra += ' decoding="async"'
     return tag[:4] + extra + tag[4:]
 
 
@@ -157,6 +163,28 @@ def _rel(page: Path, target: Path) -> str:
     return os.path.relpath(target, page.parent).replace(os.sep, "/")
 
 
+def half_weights(body: str) -> str:
+    """A twin payload whose trained models (attnlab.course.twin.live) carry float16
+    weights: half the bytes (7a's date Transformer: 0.9 MB of JSON before)."""
+    try:
+        from attnlab.course.twin.live import to_float16
+    except ImportError:  # the polish re-applied without the course package
+        return body
+    data = json.loads(body)
+
+    def walk(x):
+        if isinstance(x, dict):
+            if {"kind", "blob", "tensors"} <= x.keys():
+                return to_float16(x)
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+
+    new = walk(data)
+    return body if new == data else json.dumps(new, separators=(",", ":"))
+
+
 def lazy_twin_payloads(text: str, page: Path, site: Path) -> str:
     """Twin payloads over LAZY_PAYLOAD_BYTES into ``_static/twin-data/<hash>.json``;
     the page keeps an empty payload with ``data-src`` (core.js fetches it)."""
@@ -165,6 +193,7 @@ def lazy_twin_payloads(text: str, page: Path, site: Path) -> str:
         body = m.group(1)
         if len(body.encode()) <= LAZY_PAYLOAD_BYTES:
             return m.group(0)
+        body = half_weights(body)
         digest = hashlib.sha256(body.encode()).hexdigest()[:20]
         target = site / "_static" / "twin-data" / f"{digest}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -372,13 +401,142 @@ def jump_to_twins(text: str) -> str:
     return text[: h1.end()] + line + text[h1.end() :]
 
 
+# ------------------------------------------------ the twins run today's runtime
+# A twin's output carries its scripts inline (core.js, the libraries it needs, its own
+# script) and its stylesheet, as they were when the notebook executed. On the website
+# each page gets them as they are in attnlab now, once per page: the first twin brings
+# the runtime and the stylesheet, the next ones only their own script (core.js and
+# the libraries are guarded: a second copy was bytes doing nothing).
+_TWIN_SCRIPT = re.compile(
+    r"<script>((?:(?!</script>).)*?)\nattnlabTwin\.mount\((\"[^\"]+\")\);</script>",
+    re.S,
+)
+_TWIN_STYLE = re.compile(r'(<div class="attnlab-twin[^>]*>)<style>.*?</style>', re.S)
+
+
+def _twin_runtime():
+    try:
+        from attnlab.course import twin
+    except ImportError:  # the polish re-applied without the course package
+        return None
+    return twin
+
+
+def refresh_twin_scripts(text: str) -> str:
+    twin = _twin_runtime()
+    if twin is None or "attnlabTwin.mount(" not in text:
+        return text
+    scripts = twin.js_scripts()
+    libs_known = sorted(p.stem for p in twin.JS_DIR.glob("*.js") if p.stem != "core")
+    markers = {
+        lib: (twin.JS_DIR / f"{lib}.js").read_text().split("\n", 1)[0]
+        for lib in libs_known
+    }
+    sent: set[str] = set()
+
+    def one(m: re.Match) -> str:
+        old, uid = m.group(1), m.group(2)
+        kind_m = re.fullmatch(r'"attnlab-twin-(.+)-[0-9a-f]+-\d+"', uid)
+        kind = kind_m.group(1) if kind_m else None
+        if kind not in scripts:
+            return m.group(0)
+        parts = []
+        for name in ["core", *(lib for lib in libs_known if markers[lib] in old)]:
+            if name not in sent:
+                sent.add(name)
+                parts.append((twin.JS_DIR / f"{name}.js").read_text())
+        parts.append(scripts[kind].read_text())
+        return "<script>" + "\n".join(parts) + f"\nattnlabTwin.mount({uid});</script>"
+
+    text = _TWIN_SCRIPT.sub(one, text)
+    first = [True]
+
+    def style(m: re.Match) -> str:
+        if first[0]:
+            first[0] = False
+            return f"{m.group(1)}<style>{twin._CSS}</style>"
+        return m.group(1)
+
+    return _TWIN_STYLE.sub(style, text)
+
+
+# ------------------------------------------------ icons: inline SVG, no Font Awesome
+# The theme draws about a dozen icons with Font Awesome: 275 KB of webfonts (gzip) on
+# every page for ~8 glyphs. Each <i class="fa-... fa-NAME"> gets a small inline SVG of
+# our own drawing inside it (the <i> and its classes stay: the theme's CSS and scripts
+# show and hide them, e.g. the colour-mode icons), and the Font Awesome stylesheet and
+# font preloads go. The theme's few CSS-drawn icons (admonition titles, external links)
+# are redrawn in _static/attnlab.css. 16 x 16 strokes in the text colour.
+_ICON_PATHS = {
+    "magnifying-glass": "M11 11l3.5 3.5M12 7A5 5 0 1 1 2 7a5 5 0 0 1 10 0z",
+    "list": "M5.5 4H14M5.5 8H14M5.5 12H14M2 4h.5M2 8h.5M2 12h.5",
+    "bars": "M2 3.5h12M2 8h12M2 12.5h12",
+    "sun": "M8 5.2a2.8 2.8 0 1 0 0 5.6 2.8 2.8 0 0 0 0-5.6zM8 1v1.6M8 13.4V15M1 8h1.6"
+    "M13.4 8H15M3 3l1.2 1.2M11.8 11.8 13 13M3 13l1.2-1.2M11.8 4.2 13 3",
+    "moon": "M13.5 10A6 6 0 0 1 6 2.5a6 6 0 1 0 7.5 7.5z",
+    "circle-half-stroke": "M8 2a6 6 0 1 0 0 12A6 6 0 0 0 8 2zM8 2v12",
+    "arrow-up": "M8 14V2.5M3.5 7 8 2.5 12.5 7",
+    "angle-left": "M10 3 5 8l5 5",
+    "angle-right": "M6 3l5 5-5 5",
+    "download": "M8 2v8.5M4.5 7 8 10.5 11.5 7M2 14h12",
+    "file": "M3.5 1.5H9L12.5 5v9.5h-9zM9 1.5V5h3.5",
+    "file-pdf": "M3.5 1.5H9L12.5 5v9.5h-9zM9 1.5V5h3.5",
+    "file-lines": "M3.5 1.5H9L12.5 5v9.5h-9zM9 1.5V5h3.5M5.5 8.5h5M5.5 11h5",
+    "rocket": "M8 1.5c2.6 2 3.5 5 3 8.5H5c-.5-3.5.4-6.5 3-8.5zM5 10l-2 3.5h3M11 10l2 "
+    "3.5h-3M8 5.5v1",
+    "code": "M5.5 4 2 8l3.5 4M10.5 4 14 8l-3.5 4",
+    "github": "M5.5 4 2 8l3.5 4M10.5 4 14 8l-3.5 4",
+    "expand": "M2 6V2h4M10 2h4v4M14 10v4h-4M6 14H2v-4",
+    "graduation-cap": "M1 6l7-3.5L15 6 8 9.5zM4 7.5V11c2 1.5 6 1.5 8 0V7.5M15 6v4",
+    "pencil": "M11 2l3 3-8.5 8.5H2.5v-3z",
+    "pencil-alt": "M11 2l3 3-8.5 8.5H2.5v-3z",
+    "lightbulb": "M5.5 11c0-2-2.5-3-2.5-6a5 5 0 0 1 10 0c0 3-2.5 4-2.5 6zM6 13.5h4",
+    "play": "M4.5 2.5v11l8.5-5.5z",
+    "home": "M2 8l6-5.5L14 8M4 6.5V14h8V6.5",
+}
+_FA_I = re.compile(r'<i class="([^"]*\bfa-[a-z0-9-]+[^"]*)"([^>]*)>\s*</i>')
+
+
+def _icon_svg(name: str) -> str:
+    d = _ICON_PATHS[name]
+    return (
+        '<svg class="attnlab-icon" viewBox="0 0 16 16" aria-hidden="true" '
+        f'focusable="false"><path d="{d}"/></svg>'
+    )
+
+
+def inline_icons(text: str) -> str:
+    """Font Awesome icons as inline SVG, and no Font Awesome stylesheet or font."""
+
+    def one(m: re.Match) -> str:
+        classes, attrs = m.group(1).split(), m.group(2)
+        names = [c[3:] for c in classes if c.startswith("fa-")]
+        name = next((n for n in names if n in _ICON_PATHS), None)
+        if name is None:
+            return m.group(0)
+        # the fa-* classes would draw Font Awesome's glyph too (and fetch its font)
+        keep = [c for c in classes if c not in ("fa", "fas", "fab", "far")
+                and not c.startswith("fa-")]  # fmt: skip
+        cls = " ".join([*keep, "attnlab-i"])
+        return f'<i class="{cls}" data-icon="{name}"{attrs}>{_icon_svg(name)}</i>'
+
+    text = _FA_I.sub(one, text)
+    return re.sub(
+        r"<link\b[^>]*(?:fontawesome|fa-(?:solid|brands|regular)-\d+)[^>]*>\s*",
+        "",
+        text,
+    )
+
+
 def polish_html(text: str, page: Path, site: Path | None = None) -> str:
     """The fixes of this module applied to one page's HTML (``site``: the site's root,
     where extracted files go; default: the page's folder)."""
     site = site or page.parent
     text = drop_widget_runtime(text, page, site)
+    text = refresh_twin_scripts(text)
     text = lazy_twin_payloads(text, page, site)
     text = lighter_theme(text, page)
+    text = inline_icons(text)
     text = jump_to_twins(text)
     text = _IMG.sub(lambda m: _fix_img(m.group(0), page), text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
@@ -396,14 +554,15 @@ def polish_html(text: str, page: Path, site: Path | None = None) -> str:
 
 # ------------------------------------------------ formulas typeset at build time
 # MathJax typesetting hundreds of formulas in the page was most of a chapter's
-# main-thread time on a phone (4x CPU: seconds). The formulas are typeset once here,
-# with the same MathJax in Node.js (tools/mathjax_prerender.js), each with its MathML
-# for assistive technology; the pages then load a stylesheet, not MathJax.
+# main-thread time on a phone (4x CPU: seconds), and its CommonHTML output (a third of a
+# chapter's elements, each formula twice with its hidden MathML) most of what was left.
+# The formulas are converted once here, with MathJax's TeX parser in Node.js
+# (tools/mathjax_prerender.js), to MathML Core, which the browser draws itself: no
+# script, no glyph stylesheet, no math webfonts; screen readers read the MathML.
 _MATH = re.compile(
     r'<(span|div) class="math notranslate nohighlight"([^>]*)>(.*?)</\1>', re.S
 )
 MATHJAX_NODE = Path(__file__).resolve().parents[1] / "_vendor.node" / "mathjax-es5"
-MATH_CSS = "_static/mathjax-chtml.css"
 
 
 def _tex_of(kind: str, body: str) -> tuple[str, bool] | None:
@@ -417,9 +576,16 @@ def _tex_of(kind: str, body: str) -> tuple[str, bool] | None:
     return None
 
 
+def _no_mathjax(text: str) -> str:
+    text = re.sub(r"<script>window\.MathJax = .*?</script>\s*", "", text, flags=re.S)
+    return re.sub(
+        r"<script\b[^>]*mathjax/tex-mml-chtml\.js[^>]*>\s*</script>\s*", "", text
+    )
+
+
 def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
-    """Every page's formulas as MathJax CommonHTML (see above); pages unchanged when
-    Node.js or the MathJax package (tools/vendor_js.sh) is missing."""
+    """Every page's formulas as MathML Core (see above); pages unchanged when Node.js
+    or the MathJax package (tools/vendor_js.sh) is missing."""
     import shutil
     import subprocess
 
@@ -434,26 +600,22 @@ def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
             f = _tex_of(m.group(1), m.group(3))
             if f:
                 formulas[f] = None
-    if not formulas:
-        return pages
     todo = list(formulas)
-    css_file = site / MATH_CSS
-    fonts = _rel(css_file, site / "vendor" / "mathjax" / "output" / "chtml" / "fonts")
-    res = subprocess.run(
-        [node, str(Path(__file__).with_name("mathjax_prerender.js")),
-         str(MATHJAX_NODE), fonts + "/woff-v2"],
-        input=json.dumps(todo), capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    out = json.loads(res.stdout)
-    done = {f: h for f, h in zip(todo, out["html"], strict=True) if h}
-    css_file.parent.mkdir(parents=True, exist_ok=True)
-    css_file.write_text(out["css"], encoding="utf-8")
+    done: dict[tuple[str, bool], str] = {}
+    if todo:
+        res = subprocess.run(
+            [node, str(Path(__file__).with_name("mathjax_prerender.js")),
+             str(MATHJAX_NODE)],
+            input=json.dumps(todo), capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        out = json.loads(res.stdout)
+        done = {f: h for f, h in zip(todo, out["html"], strict=True) if h}
     result = {}
     for page, text in pages.items():
         missed = []
 
         def render(m: re.Match, missed: list = missed) -> str:
-            if "<mjx-container" in m.group(3):
+            if "<math" in m.group(3) or "<mjx-container" in m.group(3):
                 return m.group(0)  # typeset already
             f = _tex_of(m.group(1), m.group(3))
             if f is None or f not in done:
@@ -465,29 +627,33 @@ def typeset_formulas(pages: dict[Path, str], site: Path) -> dict[Path, str]:
             )
 
         new = _MATH.sub(render, text)
-        if new != text:
-            link = f'<link rel="stylesheet" href="{_rel(page, css_file)}" />'
-            new = new.replace("</head>", link + "\n</head>", 1)
-            if missed:
-                print(f"site_polish: {page.name}: {len(missed)} formulas left to "
-                      f"MathJax in the page, e.g. {missed[:2]}")  # fmt: skip
-            else:  # every formula typeset: no MathJax in this page
-                new = re.sub(
-                    r"<script>window\.MathJax = .*?</script>\s*", "", new, flags=re.S
-                )
-                new = re.sub(
-                    r"<script\b[^>]*mathjax/tex-mml-chtml\.js[^>]*>\s*</script>\s*",
-                    "",
-                    new,
-                )
+        if missed:
+            print(f"site_polish: {page.name}: {len(missed)} formulas left to "
+                  f"MathJax in the page, e.g. {missed[:2]}")  # fmt: skip
+        else:  # every formula typeset (or none at all): no MathJax in this page
+            new = _no_mathjax(new)
         result[page] = new
     return result
 
 
+# Sphinx calls build-finished handlers in priority order (lower first; the default is
+# 500) and stops at the first that raises: the budget check (tools/nbtimes.py) or any
+# other check raising there would otherwise leave the site unpolished, MathJax runtime,
+# fontawesome.js and two <h1>s on every page. The polish runs first, and it also runs
+# when the build itself failed (a failing cell, a check raising): whatever is in the
+# output folder is then polished, and the build still fails. Sphinx emits the event a
+# second time, with the exception, when a handler raised: the polish runs once.
+POLISH_PRIORITY = 100
+
+
 def polish_site(app: Sphinx, exception: Exception | None) -> None:
-    if exception is not None or app.builder.format != "html":
+    if app.builder.format != "html" or getattr(app, "_attnlab_polished", False):
         return
-    polish_dir(Path(app.outdir))
+    out = Path(app.outdir)
+    if not (out / "index.html").exists():
+        return  # the build stopped before writing pages: nothing to polish
+    app._attnlab_polished = True  # type: ignore[attr-defined]
+    polish_dir(out)
 
 
 def polish_dir(out: Path) -> None:
@@ -507,20 +673,15 @@ def polish_dir(out: Path) -> None:
             page.write_text(text, encoding="utf-8")
     mj = out / "vendor" / "mathjax"
     if mj.is_dir() and not any("tex-mml-chtml.js" in t for t in new.values()):
-        # Only the fonts are used now (tools/mathjax_prerender.js's stylesheet).
+        # No page loads MathJax: the formulas are MathML, the browser draws them.
         import shutil
 
-        for child in list(mj.iterdir()):
-            if child.name == "output":
-                continue
-            if child.is_dir():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+        shutil.rmtree(mj, ignore_errors=True)
+    (out / "_static" / "mathjax-chtml.css").unlink(missing_ok=True)  # older builds
 
 
 def setup(app: Sphinx) -> dict:
-    app.connect("build-finished", polish_site)
+    app.connect("build-finished", polish_site, priority=POLISH_PRIORITY)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

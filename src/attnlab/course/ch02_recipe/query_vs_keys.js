@@ -56,7 +56,14 @@ attnlabTwin.define('query_vs_keys', function (t) {
     body += t.text(x0, 12, 'softmax weights per key (one bar per scorer)', { 'font-size': 10 });
     var head = '<tr><th></th>' + K.map(function (k, j) { return '<th>score k' + j + '</th>'; }).join('')
       + K.map(function (k, j) { return '<th>weight k' + j + '</th>'; }).join('') + '<th>winner</th></tr>';
-    t.plot.innerHTML = t.svg(x0 + S * gw + 10, 215, b + body, 'query, keys and weights') + '<table>' + head + rows + '</table>';
+    // The plot's name carries its data (the twin's announcement reads it: its
+    // readouts sit in the table): the query, and the key each scorer picks.
+    var label = 'Query at ' + t.value('angle') + '°, length ' + len.toFixed(1) + '. Winning key: '
+      + names.map(function (name) {
+        var w = score[name]._last[1], j = t.argmax(w);
+        return name + ' k' + j + ' (' + t.fmt(w[j], 2) + ')';
+      }).join(', ');
+    t.plot.innerHTML = t.svg(x0 + S * gw + 10, 215, b + body, label) + '<table>' + head + rows + '</table>';
     names.forEach(function (name) {
       var sw = score[name]._last;
       sw[0].forEach(function (v, j) { t.readout('score:' + name + ':' + j, v, t.fmt(v, 3)); });

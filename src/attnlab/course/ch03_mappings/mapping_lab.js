@@ -17,7 +17,11 @@ attnlabTwin.define('mapping_lab', function (t) {
       body += t.text(x + 23, base + 15, 'k' + j + (v > 0 ? '' : ' (0)'), { 'text-anchor': 'middle' });
       body += t.text(x + 23, base + 29, 's=' + t.fmt(z[j], 2), { 'text-anchor': 'middle', 'font-size': 10, 'fill-opacity': 0.7 });
     });
-    t.plot.innerHTML = t.svg(W, H + 5, body, name + ' weights of the scaled scores');
+    // The plot's name carries its data: which key takes what.
+    var spoken = { softmax: 'softmax', sparsemax: 'sparsemax', entmax15: '1.5-entmax' }[name] || name;
+    var label = spoken + ' weights of the scores scaled by ' + t.fmt(scale, 3) + ': '
+      + p.map(function (v, j) { return 'k' + j + ' ' + t.fmt(v, 2); }).join(', ');
+    t.plot.innerHTML = t.svg(W, H + 5, body, label);
     p.forEach(function (v, j) { t.readout('p:' + j, v, t.fmt(v, 3)); });
     t.readout('support', t.support(p), t.support(p) + ' of ' + n);
     t.readout('entropy', t.entropy(p), t.fmt(t.entropy(p), 3) + ' nats');

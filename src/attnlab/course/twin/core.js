@@ -32,7 +32,10 @@
 (function () {
   if (window.attnlabTwin) return;
   var T = { kinds: {}, timings: {}, exact: {}, data: {}, pending: {}, lazy: {} };
-  var DEBOUNCE_MS = 120, ANNOUNCE_MS = 700, LAZY_MARGIN = '1200px 0px';
+  // A text box recomputes once the reader pauses for DEBOUNCE_MS: longer than the
+  // 250 ms between an ordinary typist's keys, so a live model decodes once per pause,
+  // not under every keystroke (each decode at a phone's speed blocked the next key).
+  var DEBOUNCE_MS = 300, ANNOUNCE_MS = 700, LAZY_MARGIN = '1200px 0px';
 
   // ------------------------------------------------------------------- mappings
   T.max = function (z) { var m = -Infinity; for (var i = 0; i < z.length; i++) if (z[i] > m) m = z[i]; return m; };
@@ -217,6 +220,12 @@
       if (el.dataset.readout === 'time' || el.getAttribute('data-announce') === 'false') continue;
       var name = el.getAttribute('aria-label') || '';
       parts.push((name ? name + ': ' : '') + el.textContent);
+    }
+    // A twin whose numbers sit in a table of its plot (no readout line): the plot's
+    // name, which carries its data, is what is said.
+    if (!parts.length) {
+      var img = root.querySelector('.twin-plot [role=img][aria-label]');
+      if (img) parts.push(img.getAttribute('aria-label'));
     }
     return parts.join('; ');
   }

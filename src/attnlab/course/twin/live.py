@@ -43,6 +43,7 @@ from . import Twin
 __all__ = [
     "export_model",
     "rebuild_model",
+    "to_float16",
     "page_weight",
     "MAX_PAGE_BYTES",
     "DATE_MAX_LEN",
@@ -93,15 +94,35 @@ def export_model(model: torch.nn.Module) -> dict:
     return {"kind": kind, "hp": hp, "blob": blob, "tensors": tensors}
 
 
+def to_float16(exported: dict) -> dict:
+    """An :func:`export_model` payload with its weights in float16 (``dtype: "f16"``):
+    half the bytes, for the website (tools/site_polish.py). The page and
+    :func:`rebuild_model` widen each value back to float32 exactly, so the browser check
+    compares the page with attnlab running the very same rounded weights."""
+    if exported.get("dtype", "f4") == "f16":
+        return exported
+    flat = np.frombuffer(base64.b64decode(exported["blob"]), dtype="<f4")
+    with np.errstate(over="ignore"):
+        half = flat.astype("<f2")
+    if not np.isfinite(half[np.isfinite(flat)]).all():
+        raise ValueError("to_float16: a weight is beyond float16's range (65504)")
+    blob = base64.b64encode(half.tobytes()).decode("ascii")
+    return exported | {"blob": blob, "dtype": "f16"}
+
+
 _REBUILT: dict[str, torch.nn.Module] = {}
 
 
 def rebuild_model(exported: dict) -> torch.nn.Module:
     """The attnlab model an :func:`export_model` payload holds (eval mode, cached)."""
-    key = hashlib.sha1((exported["kind"] + exported["blob"]).encode()).hexdigest()
+    dtype = {"f4": "<f4", "f16": "<f2"}[exported.get("dtype", "f4")]
+    key = hashlib.sha1(
+        (exported["kind"] + dtype + exported["blob"]).encode()
+    ).hexdigest()
     if key in _REBUILT:
         return _REBUILT[key]
-    flat = np.frombuffer(base64.b64decode(exported["blob"]), dtype="<f4")
+    raw = np.frombuffer(base64.b64decode(exported["blob"]), dtype=dtype)
+    flat = raw.astype(np.float32)
     state = {}
     for name, shape, offset in exported["tensors"]:
         size = int(np.prod(shape)) if shape else 1

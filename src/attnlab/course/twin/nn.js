@@ -25,12 +25,31 @@
   var N = {};
 
   // --------------------------------------------------------------- weights
-  // payload.blob: base64 of all tensors, float32 little-endian, one after the other;
-  // payload.tensors: [name, shape, offset in floats]. Returns {name: Float32Array}.
+  // payload.blob: base64 of all tensors, little-endian, one after the other: float32,
+  // or float16 when payload.dtype is "f16" (the website's copy: half the bytes; each
+  // value widened to float32 exactly, as numpy and torch widen it);
+  // payload.tensors: [name, shape, offset in values]. Returns {name: Float32Array}.
+  var HALF = null;
+  function halfTable() { // every float16 bit pattern -> its float32 value
+    if (HALF) return HALF;
+    HALF = new Float32Array(65536);
+    for (var h = 0; h < 65536; h++) {
+      var s = (h & 0x8000) ? -1 : 1, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+      HALF[h] = e === 0 ? s * f * Math.pow(2, -24)
+        : e === 31 ? (f ? NaN : s * Infinity)
+        : s * (1 + f / 1024) * Math.pow(2, e - 15);
+    }
+    return HALF;
+  }
   N.load = function (payload) {
-    var bin = atob(payload.blob), n = bin.length, bytes = new Uint8Array(n);
-    for (var i = 0; i < n; i++) bytes[i] = bin.charCodeAt(i);
-    var all = new Float32Array(bytes.buffer), out = {};
+    var bin = atob(payload.blob), n = bin.length, bytes = new Uint8Array(n), i;
+    for (i = 0; i < n; i++) bytes[i] = bin.charCodeAt(i);
+    var all, out = {};
+    if (payload.dtype === 'f16') {
+      var half = new Uint16Array(bytes.buffer), table = halfTable();
+      all = new Float32Array(half.length);
+      for (i = 0; i < half.length; i++) all[i] = table[half[i]];
+    } else all = new Float32Array(bytes.buffer);
     payload.tensors.forEach(function (t) {
       var size = t[1].reduce(function (a, b) { return a * b; }, 1);
       out[t[0]] = all.subarray(t[2], t[2] + size);
