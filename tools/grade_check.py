@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     book = out / "grades.csv"
     start = time.monotonic()
     rc = grade_main(
-        [*args.notebooks, "-j", str(args.jobs), "--out", str(out), "--csv", str(book)]
+        [*args.notebooks, "--no-check-masters", "-j", str(args.jobs)]
+        + ["--out", str(out), "--csv", str(book)]
     )
     took = time.monotonic() - start
     rows = list(csv.DictReader(book.open()))

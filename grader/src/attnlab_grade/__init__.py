@@ -40,49 +40,45 @@ would need a second, parallel markup kept in sync with it. nbclient is the execu
 engine underneath both (and Jupyter Book); this package adds the mapping from cells to
 exercises, the integrity checks, the sentry and the report.
 
-Modules: ``integrity`` (check cells against the master's, the package digest),
-``verdicts`` (:func:`grade`: one notebook), ``cli`` (:func:`main`), ``runner`` (the
-kernel), ``sentry`` (in the kernel), ``channel``, ``replay``, ``report``, ``masters``.
+Modules, top to bottom (import-linter layers in ``grader/pyproject.toml``): ``cli``
+(:func:`main`), ``selfcheck`` (the masters checked on this machine), ``verdicts``
+(:func:`grade`: one notebook), ``clean`` (one clean kernel per exercise), ``outcome``
+(an exercise's verdict from its runs), ``replay``, ``runner`` (the kernel), ``integrity``
+(check cells against the master's, the package digest), ``masters``, ``program``,
+``channel``, ``sandbox``, ``sentry`` (in the kernel), ``report``.
 """
 
-from .cli import (  # noqa: F401
-    _grade_one,
-    _report_paths,
-    _stems,
-    main,
-    submissions,
-)
-from .integrity import (  # noqa: F401
+from .cli import grade_one, main, report_names, submissions
+from .integrity import (
     OWN_OUTPUTS,
     GradeError,
     PackageChanged,
-    _master_entry,
-    _read,
     default_masters,
     find_master,
     integrity_problems,
+    master_entry,
     package_digest,
+    read_notebook,
 )
-from .report import STATUSES, ExerciseResult, Report  # noqa: F401
-from .verdicts import (  # noqa: F401
-    _check_cell_outcome,
-    _describe,
-    _exercise_result,
-    _flags,
-    _where,
-    _written,
-    grade,
-)
+from .report import STATUSES, ExerciseResult, Report
+from .verdicts import grade
 
 __all__ = [
+    "OWN_OUTPUTS",
     "STATUSES",
     "ExerciseResult",
     "GradeError",
+    "PackageChanged",
     "Report",
+    "default_masters",
     "find_master",
     "grade",
+    "grade_one",
     "integrity_problems",
     "main",
+    "master_entry",
     "package_digest",
+    "read_notebook",
+    "report_names",
     "submissions",
 ]

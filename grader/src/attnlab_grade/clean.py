@@ -35,13 +35,12 @@ import ast
 import re
 import time
 
-from attnlab.course.exercises import (
-    Exercise,
-    cell_source,
-    check_calls,
-    find_exercises,
-    is_solution,
-)
+from attnlab.course.exercises import Exercise, cell_source, check_calls
+from attnlab.course.zmq_poll import sliced_zmq_polls
+
+from .outcome import exercise_result
+from .report import ExerciseResult, describe
+from .runner import Runner
 
 # Attributes and names no answer needs and a cheat does: frames, code objects, the
 # grader's hooks and internals.
@@ -219,29 +218,6 @@ def static_flags(sources: list[str], forbidden: list[str]) -> list[str]:  # noqa
     return list(dict.fromkeys(flags))
 
 
-def program(master_nb) -> dict:
-    """The master's code that a clean run may execute: every code cell that is no
-    solution, with the exercise it belongs to (``kind``: chapter, work or check), and
-    the index of each exercise's box. Packaged in ``masters.json`` (no solutions)."""
-    cells = master_nb["cells"]
-    owner: dict[int, tuple[str, str]] = {}
-    boxes = {}
-    for ex in find_exercises(master_nb):
-        boxes.setdefault(ex.label, ex.box_cell)
-        for i in ex.work_cells:
-            owner[i] = (ex.label, "work")
-        for i in ex.check_cells:
-            owner[i] = (ex.label, "check")
-    out = []
-    for i, cell in enumerate(cells):
-        src = cell_source(cell)
-        if cell.get("cell_type") != "code" or is_solution(cell) or not src.strip():
-            continue
-        label, kind = owner.get(i, (None, "chapter"))
-        out.append({"index": i, "source": src, "exercise": label, "kind": kind})
-    return {"cells": out, "boxes": boxes}
-
-
 def forbidden_of(checks: list[str], extra: dict | None = None) -> list[str]:
     """The dotted names the exercise's checks forbid (check modules' ``FORBIDDEN``)."""
     import importlib
@@ -272,12 +248,6 @@ def grade_exercise(
 ):
     """The verdict on one exercise from a clean kernel (an ExerciseResult)."""
     import nbformat
-
-    from attnlab.course.zmq_poll import sliced_zmq_polls
-
-    from .report import ExerciseResult
-    from .runner import Runner
-    from .verdicts import _describe, _exercise_result
 
     box = prog["boxes"][ex.label]
     prefix = [c for c in prog["cells"] if c["index"] < box and c["kind"] != "check"]
@@ -338,11 +308,13 @@ def grade_exercise(
                     continue
                 if run.status != "ok":
                     result.status = "errored"
+                    verb = {"error": "raised", "timeout": "", "dead": ""}
                     result.message = (
-                        "the grader could not run the chapter's own code before this "
-                        f"exercise (master cell {prefix[i]['index']}: {run.detail}); "
-                        "tell the course's maintainers"
-                    )
+                        f"the master's cell {prefix[i]['index']} "
+                        f"{verb.get(run.status, '')} {run.detail} on this machine: the "
+                        "chapter's own code before this exercise does not run here "
+                        "(attnlab-grade --check-masters; tell the course's maintainers)"
+                    ).replace("  ", " ")
                     return result, runner.notes
             elif i in own:
                 runs[i] = runner.run(i, student=True, timeout=exercise_timeout)
@@ -355,11 +327,11 @@ def grade_exercise(
         polls.__exit__(None, None, None)
     for i, run in sorted(runs.items()):
         for ev in run.events:
-            flags.append(f"cell {where.get(i, i)}: {_describe(ev)}")
+            flags.append(f"cell {where.get(i, i)}: {describe(ev)}")
     clean_ex = Exercise(
         ex.label, ex.title, ex.number, -1, "", work_cells=own, check_cells=check_idx
     )
-    got = _exercise_result(nb, clean_ex, check_idx, runs, flags)
+    got = exercise_result(nb, clean_ex, check_idx, runs, flags)
     got.message = re.sub(
         r"cell (\d+) \(",
         lambda m: f"cell {where.get(int(m.group(1)), m.group(1))} (",

@@ -102,7 +102,7 @@ def default_masters() -> Path | None:
     return repo if repo.is_dir() else None
 
 
-def _read(path: Path):
+def read_notebook(path: Path):
     import nbformat
 
     try:
@@ -170,7 +170,7 @@ def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
         if n is not None:
             for p in sorted(master.glob("*.ipynb")):
                 with contextlib.suppress(GradeError):
-                    if chapter_id(_read(p)) == n:
+                    if chapter_id(read_notebook(p)) == n:
                         hits.append(p)
         if len(hits) == 1:
             return hits[0]
@@ -193,18 +193,18 @@ def find_master(sub, sub_path: Path, master: Path | None = None) -> Path | str:
     )
 
 
-def _master_entry(found: Path | str) -> dict:
+def master_entry(found: Path | str) -> dict:
     if isinstance(found, str) and found.startswith("packaged:"):
         return _masters.load()[found.split(":", 1)[1]]
     found = Path(found)
     # The student edition beside the masters (a clone's student/): its setup cell
     # and rendered markdown are the chapter's, not the student's.
     editions = [
-        _read(e)
+        read_notebook(e)
         for e in [found.parent.parent / "student" / found.name]
         if e.is_file() and e.resolve() != found.resolve()
     ]
-    return _masters.skeleton(_read(found), editions)
+    return _masters.skeleton(read_notebook(found), editions)
 
 
 def package_digest() -> str:

@@ -34,6 +34,8 @@ from attnlab.course.exercises import (
     normalise,
 )
 
+from .program import program
+
 DATA = "masters.json"
 
 
@@ -69,8 +71,6 @@ def skeleton(nb, editions: list | tuple = ()) -> dict:
     for cell in [c for n in (nb, *editions) for c in n["cells"]]:
         if not is_solution(cell) and cell.get("cell_type") in kinds:
             kinds[cell["cell_type"]].append(digest(cell_source(cell)))
-    from .clean import program
-
     return {
         "chapter": chapter_number(nb),
         "cells": out,

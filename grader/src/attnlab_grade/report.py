@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import asdict, dataclass, field
 
+from attnlab.course.exercises import cell_source
+
 STATUSES = (
     "passed",
     "failed",
@@ -42,6 +44,22 @@ class Report:
     cell_timeout: float = 0.0
     exercise_timeout: float = 0.0
     time_limit: float = 0.0
+    # what was graded with what (the submission's and the grader's digests, the
+    # limits): a later run skips a submission whose report has the same
+    fingerprint: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Report:
+        """A report read back from its JSON (:meth:`to_dict`)."""
+        names = set(cls.__dataclass_fields__)
+        kept = {k: v for k, v in d.items() if k in names and k != "exercises"}
+        out = cls(**kept)
+        fields = set(ExerciseResult.__dataclass_fields__)
+        out.exercises = [
+            ExerciseResult(**{k: v for k, v in e.items() if k in fields})
+            for e in d.get("exercises", [])
+        ]
+        return out
 
     @property
     def passed(self) -> int:
@@ -99,3 +117,33 @@ class Report:
             f"per other cell, {self.time_limit:g} s in all)"
         )
         return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ wording
+
+
+def where(nb, i: int) -> str:
+    """A cell as an instructor finds it: its index and its first line of code."""
+    first = next((ln for ln in cell_source(nb.cells[i]).splitlines() if ln.strip()), "")
+    first = first if len(first) <= 40 else first[:39] + "…"
+    return f"cell {i} ({first.strip()})"
+
+
+def describe(event: dict) -> str:
+    what, name = event.get("what"), event.get("name", "")
+    if what == "forbidden":
+        return (
+            f"called {name}, which the exercise asks you to write yourself "
+            f"(check {event.get('check')})"
+        )
+    if what == "reference":
+        return f"called the check's own reference code ({name})"
+    if what == "patch":
+        return f"changed the library in the kernel ({name})"
+    if what == "write":
+        return f"wrote into the installed package or the grader's folders ({name})"
+    if what == "frames":
+        return f"inspected the check's frames while it ran ({name})"
+    if what == "monitor":
+        return name
+    return f"tampered with the grading ({name})"

@@ -16,114 +16,23 @@ from attnlab.course.exercises import (
 from attnlab.course.zmq_poll import sliced_zmq_polls
 
 from . import masters as _masters
+from .clean import grade_exercise
 from .integrity import (
     GradeError,
     PackageChanged,
-    _master_entry,
-    _read,
+    chapter_id,
     default_masters,
     find_master,
     integrity_problems,
+    master_entry,
     package_digest,
+    read_notebook,
 )
-from .report import ExerciseResult, Report
+from .outcome import exercise_result
+from .report import ExerciseResult, Report, describe, where
 from .runner import CellRun, Runner
 
 # ------------------------------------------------------------------ verdicts
-
-
-def _where(nb, i: int) -> str:
-    """A cell as an instructor finds it: its index and its first line of code."""
-    first = next((ln for ln in cell_source(nb.cells[i]).splitlines() if ln.strip()), "")
-    first = first if len(first) <= 40 else first[:39] + "…"
-    return f"cell {i} ({first.strip()})"
-
-
-def _describe(event: dict) -> str:
-    what, name = event.get("what"), event.get("name", "")
-    if what == "forbidden":
-        return (
-            f"called {name}, which the exercise asks you to write yourself "
-            f"(check {event.get('check')})"
-        )
-    if what == "reference":
-        return f"called the check's own reference code ({name})"
-    if what == "patch":
-        return f"changed the library in the kernel ({name})"
-    if what == "write":
-        return f"wrote into the installed package or the grader's folders ({name})"
-    if what == "frames":
-        return f"inspected the check's frames while it ran ({name})"
-    if what == "monitor":
-        return name
-    return f"tampered with the grading ({name})"
-
-
-def _check_cell_outcome(sub, i: int, run: CellRun) -> list[tuple[str, str]]:
-    from .replay import replay
-
-    if run.status == "timeout":
-        return [("timed out", f"the check {run.detail}")]
-    if run.status == "not run":
-        return [("timed out", f"not run: {run.detail}")]
-    if run.status == "dead":
-        return [("errored", f"{_where(sub, i)}: the kernel died while the check ran")]
-    if run.status == "error":
-        return [("errored", f"{_where(sub, i)}: the check raised {run.detail}")]
-    return replay(check_calls(sub.cells[i]), run.answers)
-
-
-def _exercise_result(
-    nb, ex: Exercise, checks: list[int], runs: dict, flags: list[str]
-) -> ExerciseResult:
-    own = sorted(set(ex.work_cells + ex.solution_cells + ex.check_cells) - set(checks))
-    seconds = sum(runs[i].seconds for i in own + checks if i in runs)
-    result = ExerciseResult(ex.number, ex.label, ex.title, ex.checks, "", "", seconds)
-    if flags:
-        result.status, result.message = "flagged", "; ".join(dict.fromkeys(flags))
-        return result
-    exits = [
-        (i, runs[i])
-        for i in own + checks
-        if i in runs
-        and (runs[i].status == "dead" or runs[i].detail.startswith("SystemExit"))
-    ]
-    if exits:
-        i, r = exits[0]
-        detail = "killed the kernel" if r.status == "dead" else f"raised {r.detail}"
-        result.status, result.message = "errored", f"{_where(nb, i)} {detail}"
-        return result
-    outcomes = [o for i in checks for o in _check_cell_outcome(nb, i, runs[i])]
-    if outcomes and all(s == "passed" for s, _ in outcomes):
-        result.status = "passed"
-        result.message = "; ".join(m for _, m in outcomes)
-        return result
-    bad = [(i, runs[i]) for i in own if i in runs and runs[i].status != "ok"]
-    for kind, status in (("timeout", "timed out"), ("dead", "errored")):
-        hit = [(i, r) for i, r in bad if r.status == kind]
-        if hit:
-            i, r = hit[0]
-            result.status, result.message = status, f"{_where(nb, i)} {r.detail}"
-            return result
-    errors = [(i, r) for i, r in bad if r.status == "error"]
-    if errors:
-        i, r = errors[0]
-        result.status = "errored"
-        result.message = f"{_where(nb, i)} raised {r.detail}"
-        return result
-    for status in ("timed out", "errored", "failed"):
-        hit = [m for s, m in outcomes if s == status]
-        if hit:
-            result.status, result.message = status, hit[0]
-            return result
-    if outcomes and all(s == "not attempted" for s, _ in outcomes):
-        result.status, result.message = "not attempted", outcomes[0][1]
-    else:  # some checks passed, others not attempted
-        result.status = "failed"
-        result.message = next(
-            (m for s, m in outcomes if s == "not attempted"), "no check ran"
-        )
-    return result
 
 
 def _written(sub, ex: Exercise, known: set[str]) -> list[dict]:
@@ -161,15 +70,12 @@ def grade(  # noqa: C901
     what its sentry saw goes to the report's integrity lines (``clean=False``: the
     verdict of the submission's own run, as before).
     """
-    from .clean import grade_exercise
-    from .integrity import chapter_id
-
     path = Path(path)
-    sub = _read(path)
+    sub = read_notebook(path)
     if master is None:
         master = default_masters()
     found = find_master(sub, path, Path(master) if master else None)
-    entry = _master_entry(found)
+    entry = master_entry(found)
     master_nb = _masters.as_notebook(entry)
     mine, theirs = chapter_id(sub), chapter_id(master_nb)
     if mine is None or theirs is None or mine != theirs:
@@ -194,12 +100,12 @@ def grade(  # noqa: C901
     for ex in exercises:
         if ex.label in first:
             report.integrity.append(
-                f"Exercise box {ex.label} appears again at {_where(sub, ex.box_cell)}: "
+                f"Exercise box {ex.label} appears again at {where(sub, ex.box_cell)}: "
                 "only the first counts"
             )
         elif ex.label not in master_labels:
             report.integrity.append(
-                f"{_where(sub, ex.box_cell)} is an exercise box ({ex.label}) that "
+                f"{where(sub, ex.box_cell)} is an exercise box ({ex.label}) that "
                 "this chapter does not have: ignored"
             )
         first.setdefault(ex.label, ex)
@@ -233,7 +139,7 @@ def grade(  # noqa: C901
                 )
                 if i not in owner and run.status != "ok":
                     report.notes.append(
-                        f"{_where(sub, i)}, outside the exercises: {run.detail}"
+                        f"{where(sub, i)}, outside the exercises: {run.detail}"
                     )
         except RuntimeError as err:  # the sentry could not start at all
             raise GradeError(f"{path}: {err}") from err
@@ -272,7 +178,7 @@ def grade(  # noqa: C901
             continue
         number = mex.number  # the master's numbering, whatever the notebook's order
         if ex.label in refused:
-            cells = ", ".join(_where(sub, i) for i in ex.check_cells) or "no check cell"
+            cells = ", ".join(where(sub, i) for i in ex.check_cells) or "no check cell"
             result = ExerciseResult(
                 number,
                 ex.label,
@@ -284,7 +190,7 @@ def grade(  # noqa: C901
                 0.0,
             )
         elif ex.label in mapping:
-            second = _exercise_result(
+            second = exercise_result(
                 sub, ex, mapping[ex.label], runs, flags.get(ex.label, [])
             )
             untouched = all(
@@ -375,7 +281,7 @@ def _flags(sub, exercises, mapping, owner, runs) -> dict[str, list[str]]:
     }
     for i, run in sorted(runs.items()):
         for ev in run.events:
-            text = f"{_where(sub, i)} {_describe(ev)}"
+            text = f"{where(sub, i)} {describe(ev)}"
             flags.setdefault("*", []).append(text)
             ex = owner.get(i)
             local = ev.get("what") in ("forbidden", "reference", "frames")
