@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from attnlab_grade import classrun, cli, selfcheck
-from attnlab_grade.report import ExerciseResult, Report
+
+from attnlab.grade import ExerciseResult, Report, classrun, cli, selfcheck
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "02_attention_recipe.ipynb"

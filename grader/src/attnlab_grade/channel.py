@@ -18,7 +18,14 @@ import tempfile
 import threading
 import time
 
+from .policy import WINDOW_BUDGET
 from .sentry import nonce, sign
+
+# The channel's budget: a line (one message) and all lines of one kernel. The sentry
+# keeps a watched cell's answers under WINDOW_BUDGET; a kernel that sends more than this
+# was made to (and the reader stops: its memory is the grader's).
+MAX_LINE = 2 * WINDOW_BUDGET
+MAX_TOTAL = 16 * WINDOW_BUDGET
 
 
 class Channel:
@@ -61,7 +68,8 @@ class Channel:
             return
         finally:
             self.server.close()
-        buf = b""
+        buf = bytearray()
+        total = 0
         while True:
             try:
                 chunk = self.conn.recv(1 << 16)
@@ -69,10 +77,27 @@ class Channel:
                 chunk = b""
             if not chunk:
                 break
+            total += len(chunk)
+            start = len(buf)
             buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                self._line(line)
+            # only the new bytes are searched for the end of a line (a long line
+            # arrives in many chunks)
+            at = buf.find(b"\n", start)
+            while at >= 0:
+                self._line(bytes(buf[:at]))
+                del buf[: at + 1]
+                at = buf.find(b"\n")
+            if len(buf) > MAX_LINE or total > MAX_TOTAL:
+                self._add(
+                    {
+                        "kind": "violation",
+                        "what": "tamper",
+                        "name": "flooded the grader's channel (over "
+                        f"{(MAX_LINE if len(buf) > MAX_LINE else MAX_TOTAL) >> 20} MB); "
+                        "nothing after it was read",
+                    }
+                )
+                break
         self._close()
 
     def _line(self, raw: bytes) -> None:
@@ -108,9 +133,9 @@ class Channel:
             self.closed = True
             self.cond.notify_all()
 
-    def next_nonce(self) -> str:
+    def next_nonce(self, op: str) -> str:
         self.control += 1
-        return nonce(self.key, self.control)
+        return nonce(self.key, self.control, op)
 
     def wait_hello(self, timeout: float = 120) -> bool:
         return self._wait(lambda m: m.get("kind") == "hello", timeout)[1]

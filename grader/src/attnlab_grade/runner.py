@@ -193,7 +193,7 @@ class Runner:
         ch = self.channel
         if ch is None or not self.alive:
             return [], False
-        value = ch.next_nonce()
+        value = ch.next_nonce(op)
         code = CONTROL.format(op=op, nonce=value, check=check, checks=list(checks))
         run = self._scratch(nbformat_cell(code), PROBE_TIMEOUT)
         if run.status == "dead":

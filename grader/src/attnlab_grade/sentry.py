@@ -28,12 +28,35 @@ patched the library, wrote to the installed package or to the reports, ...).
   functions the checks forbid (``FORBIDDEN`` of each check module) and to the checks'
   own reference functions.
 
+Rules that do not depend on what the student's code can reach (the rules themselves,
+as data, are :mod:`attnlab_grade.policy`):
+
+* **no borrowed trust**: a forbidden function called by a trusted library of another
+  package (``functools``, ``torch.utils.checkpoint`` calling attnlab's ``attend``) was
+  handed to it, so the call is the student's when a student frame runs between the
+  check's call and it; a C function likewise when the library does not name it; and
+  the answer handed to a check must be the student's own code (a library function
+  passed as the answer is flagged);
+* **processes refused**: once a student's cell has run in the kernel, no process starts
+  whoever asks (a callback the notebook left behind runs with no student frame), and a
+  child that ran anyway (its resources, or one alive) is reported at the cell's end;
+* **the channel has a budget**: a watched cell's answers stay under
+  ``policy.WINDOW_BUDGET`` (beyond it, one violation and nothing more), and the grader
+  reads at most a bounded line and total per kernel (:mod:`attnlab_grade.channel`);
+  control nonces cover their operation, so code that sees a control cell cannot turn
+  one into another;
+* **names do not hide a forbidden C function**: torch's ops called through
+  ``torch.ops.aten`` are matched by their dispatcher name;
+* **the answer key is not readable** while a student's code runs: the checks' and the
+  grader's source are refused to every reader (nothing needs them once loaded).
+
 Known limits (documented for instructors): code a student copies from the library's
 source or the website's solutions is not told apart from their own; answers computed
 ahead of the check in a student's own cells (the profile watches check cells only, to
 keep grading fast) are seen only through what the hook sees there (patches, writes,
-``gc``, ``ctypes``, processes); a thread is reported when started during a check, not
-followed.
+``gc``, ``ctypes``, processes) and the static scan; a forbidden C function called from
+C (``map``, ``functools.partial``) is seen by no profile; a thread is reported when
+alive as a check starts, not followed.
 """
 
 from __future__ import annotations
@@ -44,12 +67,18 @@ import json
 import os
 import sys
 
+from . import policy
+
 PROTOCOL = 1
+WINDOW_BUDGET = policy.WINDOW_BUDGET
 
 
-def nonce(key: bytes, n: int) -> str:
-    """The n-th control nonce: the grader and the hook both derive it from the key."""
-    return hmac.new(key, f"control {n}".encode(), hashlib.sha256).hexdigest()[:24]
+def nonce(key: bytes, n: int, op: str = "") -> str:
+    """The n-th control nonce for operation ``op``: the grader and the hook both derive
+    it from the key, so code that sees a control cell (an IPython input transformer
+    the notebook registered) can neither replay it nor change its operation."""
+    text = f"control {n} {op}".encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()[:24]
 
 
 def sign(key: bytes, body: str) -> str:
@@ -193,52 +222,6 @@ def _make_profile(constants: tuple):
     return types.FunctionType(code.replace(co_consts=consts), {"__builtins__": {}})
 
 
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-PATH_EVENTS = {
-    "os.remove": 0,
-    "os.rename": 0,
-    "os.rmdir": 0,
-    "os.truncate": 0,
-    "os.chmod": 0,
-    "os.chown": 0,
-    "os.symlink": 1,
-    "os.link": 1,
-    "os.utime": 0,
-    "os.mkdir": 0,
-    "shutil.rmtree": 0,
-    "shutil.move": 1,
-    "shutil.copyfile": 1,
-    "shutil.copytree": 1,
-}
-# /proc files a library may read (the machine; this process's mounts, cgroup, status).
-PROC_MACHINE = {"cpuinfo", "meminfo", "mounts", "stat", "loadavg"}
-PROC_OWN = {"mountinfo", "mounts", "cgroup", "status", "stat", "statm"}
-PROC_FILES = {"/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/random/uuid"}
-FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"}
-# Names the kernel itself rebinds around each cell (stdin forwarding, IPython's
-# builtin trap, the last result).
-KERNEL_OWNED = {
-    "input",
-    "raw_input",
-    "exit",
-    "quit",
-    "get_ipython",
-    "display",
-    "_",
-    "__",
-}
-PROCESS_EVENTS = {
-    "subprocess.Popen",
-    "os.system",
-    "os.fork",
-    "os.forkpty",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.exec",
-    "pty.spawn",
-}
-
-
 def install(  # noqa: C901
     port: int, key_file: str, protected: list[str], forbid: dict | None = None
 ) -> None:
@@ -251,6 +234,9 @@ def install(  # noqa: C901
     """
     import _thread
     import builtins
+    import contextlib
+    import functools
+    import importlib.util
     import socket
     import types
 
@@ -266,6 +252,7 @@ def install(  # noqa: C901
     roots = _trusted_roots()
     package = os.path.dirname(os.path.realpath(attnlab.__file__)) + "/"
     grader = os.path.dirname(os.path.realpath(__file__)) + "/"
+    owner_of = policy.owner_rule(package, roots)
     guarded = tuple(
         sorted(
             {package, grader, *roots}
@@ -274,10 +261,55 @@ def install(  # noqa: C901
         )
     )
     answer_code, forbidden, reference, all_check, c_forbidden = watched_codes(forbid)
+    # The files of the checks (their cases, references and hints): their source and
+    # bytecode, read by nothing once loaded.
+    key_files: set = set()
+    for mod_name in attnlab.check.MODULES:
+        mod = sys.modules.get(f"attnlab.check.{mod_name}")
+        file = getattr(mod, "__file__", None)
+        if file:
+            real = os.path.realpath(file)
+            key_files.add(real)
+            with contextlib.suppress(Exception):
+                key_files.add(os.path.realpath(importlib.util.cache_from_source(real)))
+    key_files = frozenset(key_files)
+    FunctionType, MethodType = types.FunctionType, types.MethodType
+    partial_type = functools.partial
+    from attnlab.check import _diagnose as diagnose_mod
+
+    tracked_type = diagnose_mod._Tracked
+    object_getattribute = object.__getattribute__
+    type_mro = type.__dict__["__mro__"].__get__
+    type_dict = type.__dict__["__dict__"].__get__
     class_codes = frozenset(watched_codes.class_codes)  # type: ignore[attr-defined]
     call_machinery = ("_call_impl", "_wrapped_call_impl", "__call__")
+    # A forbidden C function by any of its names: torch.ops.aten.<op> and its
+    # overloads reach the same kernels as torch.nn.functional.<op> (an op whose name,
+    # without the leading underscore, starts with the forbidden function's name).
+    families: dict[str, list] = {}
+    for fn, uses in c_forbidden.items():
+        base = getattr(fn, "__name__", "") or ""
+        for check, dotted in uses:
+            if base:
+                families.setdefault(check, []).append((base, dotted))
+    op_types = tuple(
+        t
+        for t in (
+            getattr(torch._ops, "OpOverload", None),
+            getattr(torch._ops, "OpOverloadPacket", None),
+        )
+        if isinstance(t, type)
+    )
+    op_codes = frozenset(
+        t.__call__.__code__ for t in op_types if hasattr(t.__call__, "__code__")
+    )
     watched = frozenset(
-        {answer_code, *reference, *(c for t in forbidden.values() for c in t)}
+        {
+            answer_code,
+            *reference,
+            *op_codes,
+            *(c for t in forbidden.values() for c in t),
+        }
     )
     c_watched = {
         _thread.start_new_thread: [("*", "_thread.start_new_thread")],
@@ -287,6 +319,10 @@ def install(  # noqa: C901
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     audit = sys.audit
+    nonce_, sign_ = nonce, sign
+    import resource
+
+    getrusage, children_usage = resource.getrusage, resource.RUSAGE_CHILDREN
     getframe = sys._getframe
     setprofile = sys.setprofile
     get_ident = _thread.get_ident
@@ -303,8 +339,6 @@ def install(  # noqa: C901
     b64 = __import__("base64").b64encode
     isinstance_, type_, len_, str_, repr_ = isinstance, type, len, str, repr
     range_, tuple_, list_ = range, tuple, list
-    realpath = os.path.realpath
-    readlink = os.readlink
     getattr_ = getattr
     open_ = open
     file_texts: dict = {}
@@ -312,7 +346,34 @@ def install(  # noqa: C901
     modes_fn = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
     dispatch_fn = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
     busy: set = set()
-    state = {"n": 0, "control": 0, "student": False, "check": False, "checks": ()}
+    # tainted: a student's cell has run in this kernel (from then on no process may
+    # start, whoever asks); sent: bytes sent in this window (the channel's budget)
+    state = {
+        "n": 0,
+        "control": 0,
+        "student": False,
+        "check": False,
+        "checks": (),
+        "tainted": False,
+        "sent": 0,
+        "flooded": False,
+        "usage": (),
+    }
+    listdir = os.listdir
+
+    def usage():
+        """What this process's children did: the resources of the finished ones
+        (a child that ran adds page faults) and the ones alive now."""
+        u = getrusage(children_usage)
+        alive = []
+        try:
+            for tid in listdir("/proc/self/task"):
+                with open_(f"/proc/self/task/{tid}/children") as f:
+                    alive += f.read().split()
+        except OSError:
+            pass
+        return (u.ru_minflt, u.ru_majflt, u.ru_utime, u.ru_stime, tuple_(alive))
+
     protected_modules = [builtins, torch, torch.nn.functional, np]
     protected_modules += [
         m
@@ -321,12 +382,14 @@ def install(  # noqa: C901
     ]
     class_dicts = [("torch.Tensor", Tensor), ("numpy.ndarray", ndarray)]
 
+    kernel_owned = policy.KERNEL_OWNED
+
     def snapshot():
         snap = {}
         for m in protected_modules:
             name = getattr(m, "__name__", "?")
             for attr, value in list(vars(m).items()):
-                if attr.startswith("_") and m is not builtins or attr in KERNEL_OWNED:
+                if attr.startswith("_") and m is not builtins or attr in kernel_owned:
                     continue
                 snap[(name, attr)] = value
         for name, cls in class_dicts:
@@ -353,17 +416,33 @@ def install(  # noqa: C901
 
     def send(kind, **fields):
         with lock:
+            if kind == "answer" and state["flooded"]:
+                return  # over the budget: the violation is sent, nothing more
             state["n"] += 1
             body = dumps({"n": state["n"], "kind": kind, **fields}, default=str_)
-            line = body + "\t" + sign(key, body) + "\n"
+            state["sent"] += len_(body)
+            if kind == "answer" and state["sent"] > window_budget:
+                state["flooded"] = True
+                body = dumps(
+                    {
+                        "n": state["n"],
+                        "kind": "violation",
+                        "what": "tamper",
+                        "name": "flooded the grader's channel (over "
+                        f"{window_budget >> 20} MB of answers in one cell)",
+                    }
+                )
+            line = body + "\t" + sign_(key, body) + "\n"
             try:
                 sendall(line.encode())
             except OSError:
                 pass
 
-    def trusted(code) -> bool:
-        name = code.co_filename
+    def trusted_file(name) -> bool:
         return name.startswith(roots) or name.startswith("<frozen ")
+
+    def trusted(code) -> bool:
+        return trusted_file(code.co_filename)
 
     def student_frames(frame):
         """Non-library frames on the stack, except the outermost (the cell itself)."""
@@ -373,6 +452,13 @@ def install(  # noqa: C901
                 found.append(frame)
             frame = frame.f_back
         return found[:-1]
+
+    def any_student_between(frame, stop) -> bool:
+        while frame is not None and frame is not stop:
+            if not trusted(frame.f_code):
+                return True
+            frame = frame.f_back
+        return False
 
     def student_on_stack(frame) -> bool:
         while frame is not None:
@@ -453,6 +539,29 @@ def install(  # noqa: C901
             return {"npscalar": arr.dtype.str, "data": b64(tobytes(arr)).decode()}
         return {"reject": f"a {t.__module__}.{t.__qualname__} object"}
 
+    def on_op(frame, names) -> None:
+        """A call of a torch op by its dispatcher name (torch.ops.aten.<op>)."""
+        op = frame.f_locals.get("self")
+        if type_(op) not in op_types:
+            return
+        qualified = str_(
+            getattr_(op, "_name", "") or getattr_(op, "_qualified_op_name", "")
+        )
+        short = qualified.rpartition("::")[2].lstrip("_")
+        caller = frame.f_back
+        if caller is None or trusted(caller.f_code):
+            return  # torch running its own ops
+        for check in names:
+            for base, dotted in families.get(check, ()):
+                if short.startswith(base):
+                    send(
+                        "violation",
+                        what="forbidden",
+                        name=f"{dotted} (as torch.ops {qualified})",
+                        check=check,
+                    )
+                    return
+
     def on_call(frame, code):
         ans = answer_frame(frame.f_back)
         cell_checks = state["checks"]
@@ -461,6 +570,9 @@ def install(  # noqa: C901
             names = (loc.get("name"),)
         else:
             names = cell_checks
+        if code in op_codes:
+            on_op(frame, names)
+            return
         caller = frame.f_back
         if code in class_codes:
             # A forbidden class's method reached through nn.Module.__call__: the call
@@ -472,6 +584,13 @@ def install(  # noqa: C901
             ):
                 caller = caller.f_back
         own_call = caller is not None and not trusted(caller.f_code)
+        if not own_call and caller is not None and ans is not None:
+            # A library calls a forbidden function on its own only from its own
+            # package: functools, contextlib or torch.utils.checkpoint calling
+            # attnlab's attend was handed it. Then the call is the student's when a
+            # student's frame runs between the check's call and this one.
+            if owner_of(caller.f_code.co_filename) != owner_of(code.co_filename):
+                own_call = any_student_between(caller, ans)
         for check in names:
             dotted = forbidden.get(check, {}).get(code)
             if dotted is None:
@@ -494,9 +613,55 @@ def install(  # noqa: C901
                 return  # a function the check handed to the student's function
         send("violation", what="reference", name=dotted)
 
+    def borrowed(fn, depth=0) -> str:
+        """'' when the answer handed to the check is the student's own code (a
+        function; a library's decorator around one, holding it in its closure; a
+        class or object whose methods they wrote), else what it is: a library's
+        function passed as the answer runs with no student frame at all, so no rule
+        about who calls what could see its forbidden calls."""
+        if depth > 6:
+            return "a chain of wrappers"
+        t = type_(fn)
+        if t is FunctionType:
+            if not trusted(fn.__code__):
+                return ""
+            for cell in fn.__closure__ or ():
+                try:
+                    inner = cell.cell_contents
+                except ValueError:
+                    continue
+                if type_(inner) in (FunctionType, MethodType, partial_type) and not (
+                    borrowed(inner, depth + 1)
+                ):
+                    return ""  # torch.no_grad()(fn), functools.wraps-style wrappers
+            return fn.__qualname__
+        if t is MethodType:
+            return borrowed(fn.__func__, depth + 1)
+        if t is partial_type:
+            return borrowed(fn.func, depth + 1)
+        if t is tracked_type:  # the checks' own wrapper that names the bug
+            return borrowed(object_getattribute(fn, "__dict__").get("fn"), depth + 1)
+        cls = fn if isinstance_(fn, type) else t
+        for c in type_mro(cls):
+            for v in type_dict(c).values():
+                if type_(v) in (staticmethod, classmethod):
+                    v = v.__func__
+                if type_(v) is FunctionType and not trusted(v.__code__):
+                    return ""
+        own = type_dict(cls)
+        return f"{own.get('__module__', '?')}.{own.get('__qualname__', '?')}"
+
     def on_answer(frame, outcome):
         loc = frame.f_locals
         name, index = loc.get("name"), loc.get("index")
+        whose = borrowed(loc.get("fn"))
+        if whose and index == 0:
+            send(
+                "violation",
+                what="tamper",
+                name=f"handed the check a function that is not code of yours ({whose}) "
+                f"as the answer to {name}",
+            )
         if type_(outcome) is not tuple or not outcome:
             send("answer", name=str_(name), index=index, outcome=["raised", "?"])
             return
@@ -530,40 +695,19 @@ def install(  # noqa: C901
         except Exception:
             return False
 
-    def guarded_path(path) -> bool:
-        try:
-            if isinstance_(path, int):  # a file descriptor: where it points
-                raw = readlink(f"/proc/self/fd/{path}")
-                if not raw.startswith("/"):
-                    return False  # a pipe, a socket: no file (multiprocessing's)
-            else:
-                raw = fspath(path)
-            if isinstance_(raw, bytes):
-                raw = raw.decode("utf-8", "surrogateescape")
-            p = realpath(raw)  # after symlinks, "..", and a leading "//"
-        except Exception:
-            return True  # a path the grader cannot resolve is no path to write to
-        return (p + "/").startswith(guarded) or p.startswith("/proc/")
-
-    def harmless_proc(path) -> bool:
-        """A read of what libraries read about the machine and their own process
-        (mounts and cgroups for CPU counts, memory): never another process's files,
-        nor this one's memory, environment or descriptors."""
-        try:
-            raw = fspath(path)
-            if isinstance_(raw, bytes):
-                raw = raw.decode("utf-8", "surrogateescape")
-            if not isinstance_(raw, str):
-                return False
-            p = realpath(raw)
-            parts = p.split("/")  # ['', 'proc', ...]
-        except Exception:
-            return False
-        if p in PROC_FILES:  # a boot id, a fresh uuid (libraries' ids and caches)
-            return True
-        if len_(parts) == 3:
-            return parts[2] in PROC_MACHINE
-        return len_(parts) == 4 and parts[2] == str_(getpid()) and parts[3] in PROC_OWN
+    guarded_path, answer_key, harmless_proc, opens_for_writing = policy.path_rules(
+        guarded, key_files, grader, os.getpid()
+    )
+    swap_blocked = policy.code_swap_rule(package, grader, trusted_file)
+    # the tables, captured: the module's globals are a cell's to change
+    path_events = dict(policy.PATH_EVENTS)
+    frame_attrs = policy.FRAME_ATTRS
+    tamper_events, tamper_prefixes = policy.TAMPER_EVENTS, policy.TAMPER_PREFIXES
+    student_tamper = dict(policy.STUDENT_TAMPER_EVENTS)
+    student_tamper_prefixes = tuple(policy.STUDENT_TAMPER_PREFIXES.items())
+    process_events = policy.PROCESS_EVENTS
+    process_prefixes = policy.PROCESS_PREFIXES
+    window_budget = policy.WINDOW_BUDGET
 
     def hook(event, args):
         if event == "object.__getattr__" and args[1] == "f_code":
@@ -605,8 +749,14 @@ def install(  # noqa: C901
                     for check, dotted in c_watched.get(args[1], ()):
                         if check == "*":
                             send("violation", what="tamper", name="started a thread")
-                        elif trusted(args[0].f_code):
-                            continue  # the library calling its own C function
+                        elif trusted(args[0].f_code) and (
+                            getattr_(args[1], "__name__", "") in args[0].f_code.co_names
+                            or answer_frame(args[0]) is None
+                            or not any_student_between(args[0], answer_frame(args[0]))
+                        ):
+                            # the library calling its own C function by its name
+                            # (not one a student's code handed to functools & co.)
+                            continue
                         elif check in state["checks"] or (
                             answer_frame(args[0]) is not None
                             and answer_frame(args[0]).f_locals.get("name") == check
@@ -618,11 +768,14 @@ def install(  # noqa: C901
             if event == "attnlab.grader":
                 op, given = args[0], args[1]
                 state["control"] += 1
-                if given != nonce(key, state["control"]):
+                if given != nonce_(key, state["control"], op):
                     return block("tamper", f"forged grader control {op}")
                 if op == "begin":
                     state["student"], state["check"] = True, bool(args[2])
                     state["checks"] = tuple(args[3])
+                    state["tainted"] = True
+                    state["sent"], state["flooded"] = 0, False
+                    state["usage"] = usage()
                     if state["check"] and thread_count() > state["threads"]:
                         send(
                             "violation",
@@ -636,6 +789,13 @@ def install(  # noqa: C901
                 elif op == "end":
                     setprofile(None)
                     was = state["student"]
+                    if was and usage() != state["usage"]:
+                        # a process ran (or runs) that no audit event announced
+                        send(
+                            "violation",
+                            what="tamper",
+                            name="a child process ran during the cell",
+                        )
                     state["student"] = state["check"] = False
                     state["checks"] = ()
                     changed = patched()
@@ -647,44 +807,42 @@ def install(  # noqa: C901
                     state["threads"] = thread_count()
                     send("ack", op=op, nonce=given)
                 return
-            if event in ("sys.setprofile", "sys.settrace"):
-                return block("tamper", event)
-            elif event.startswith("gc.get_"):
+            if event in tamper_events or event.startswith(tamper_prefixes):
                 return block("tamper", event)
             elif event in ("os.kill", "os.killpg") and args[0] != getpid():
                 return block("tamper", f"{event} {args[0]}")
             elif event == "object.__setattr__" and args[1] in ("__code__",):
-                # A library may swap its own functions' code (networkx's argmap
-                # compiles its wrappers lazily, on first call): allowed when a
-                # trusted file swaps the code of a function defined in that same
-                # file, outside the course and the grader; anything else (a
-                # student's cell, or a library made to swap another module's
-                # function) is tampering.
-                setter = getframe(2).f_code
+                # who may swap a function's code: policy.code_swap_rule
                 code = getattr_(args[0], "__code__", None)
-                target = getattr_(code, "co_filename", "")
-                ours = not isinstance_(target, str) or (
-                    target.startswith(package) or target.startswith(grader)
-                )
-                own = target == setter.co_filename
-                if ours or not own or not trusted(setter):
+                target = getattr_(code, "co_filename", None)
+                if swap_blocked(getframe(2).f_code.co_filename, target):
                     return block("tamper", f"replaced a function's {args[1]}")
             elif event == "open":
                 path, mode, flags = args
+                if state["student"] and path is not None and answer_key(path):
+                    # The checks' and the grader's own source, while a student's code
+                    # runs: no import needs it (all of it is loaded before), so no
+                    # reader gets it (inspect, linecache, a loader's get_source);
+                    # refused without a flag (a traceback may look for it).
+                    return "read the checks' source"
                 if path is not None and guarded_path(path):
-                    writes = (flags or 0) & WRITE_FLAGS or any(
-                        c in str_(mode) for c in "wax+"
-                    )
+                    writes = opens_for_writing(mode, flags)
                     if writes or (
                         str_(fspath(path)).startswith("/proc/")
                         and not harmless_proc(path)
                     ):
                         return block("write", f"opened {path!s} ({mode})")
-            elif event in PATH_EVENTS:
+            elif event in path_events:
                 if any(
                     guarded_path(a) for a in args[:2] if isinstance_(a, (str, bytes))
                 ):
                     return block("write", f"{event} {args[0]!s}")
+            elif event in process_events or event.startswith(process_prefixes):
+                # Once a student's cell has run, no process starts in this kernel,
+                # whoever asks: a callable the notebook left behind (an IPython event
+                # callback, a finalizer) runs with no student frame on the stack.
+                if state["tainted"] or student_on_stack(getframe(2)):
+                    return block("tamper", f"started a process ({event})")
             elif not state["student"]:
                 return
             elif (
@@ -710,15 +868,12 @@ def install(  # noqa: C901
                 return block("tamper", f"built a code object as {args[1]!s}")
             elif event == "_thread.start_new_thread" and student_on_stack(getframe(2)):
                 return block("tamper", "started a thread")
-            elif event in PROCESS_EVENTS or event.startswith("os.exec"):
-                if student_on_stack(getframe(2)):
-                    return block("tamper", f"started a process ({event})")
             elif event == "socket.connect":
                 if student_on_stack(getframe(2)):
                     return block("tamper", "opened a network connection")
             elif state["check"] and (
                 event == "sys._getframe"
-                or (event == "object.__getattr__" and args[1] in FRAME_ATTRS)
+                or (event == "object.__getattr__" and args[1] in frame_attrs)
             ):
                 # Only when the code that asked is the student's: the library reads
                 # frames for its own reasons (torch.manual_seed, assert_close, typing).
@@ -729,18 +884,18 @@ def install(  # noqa: C901
                     send("violation", what="frames", name=f"{event}, from {where}")
             elif trusted(getframe(2).f_code):
                 return  # library code at work (an import, a traceback printed, ...)
-            elif event.startswith("ctypes."):
-                return block("tamper", f"used ctypes ({event})")
-            elif event in ("code.__new__",):
-                return block("tamper", "built a code object")
+            elif event in student_tamper:
+                return block("tamper", student_tamper[event])
             elif (
                 event == "compile"
                 and isinstance_(args[1], str)
                 and args[1].startswith(roots)
             ):
                 return block("tamper", f"compiled code as {args[1]}")
-            elif event == "marshal.loads":
-                return block("tamper", "loaded marshalled code")
+            else:
+                for prefix, what in student_tamper_prefixes:
+                    if event.startswith(prefix):
+                        return block("tamper", f"{what} ({event})")
         return None
 
     thread_count = _thread._count
