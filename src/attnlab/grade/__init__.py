@@ -1,28 +1,26 @@
-"""The grader's name in the course package: ``attnlab.grade`` *is* ``attnlab_grade``.
+"""The grader's name in the course package: ``attnlab.grade`` re-exports ``attnlab_grade``.
 
 The grader is its own distribution, ``attnlab-grade`` (the repository's ``grader/``
 folder), so that the course package students install carries no audit hook and no
 socket. This alias keeps ``python -m attnlab.grade`` and ``attnlab.grade.<module>``
-working: it imports ``attnlab_grade`` when it is installed, or from ``grader/src``
-beside this package's ``src/`` in a clone, and otherwise says how to install it.
+(the very module ``attnlab_grade.<module>``) working where the grader is installed:
+``pip install ./grader`` in a clone (``pip install -e ./grader`` to work on it).
 """
 
-import sys
-from pathlib import Path
+try:
+    from attnlab_grade import *  # noqa: F403
+    from attnlab_grade import __all__  # noqa: F401
+except ModuleNotFoundError as err:
+    if err.name != "attnlab_grade":
+        raise
+    raise ModuleNotFoundError(
+        "attnlab.grade is the grader, a distribution of its own (attnlab-grade): "
+        "pip install ./grader in a clone of the course, or "
+        "pip install 'attnlab-grade @ git+<repository URL>#subdirectory=grader'",
+        name=err.name,
+    ) from None
 
 from attnlab.course import _compat
 
-try:
-    import attnlab_grade as _grade
-except ImportError:
-    _clone = Path(__file__).resolve().parents[3] / "grader" / "src"
-    if not (_clone / "attnlab_grade" / "__init__.py").is_file():
-        raise ImportError(
-            "python -m attnlab.grade needs the grader, a distribution of its own: "
-            "pip install 'git+<repository URL>#subdirectory=grader' (attnlab-grade)"
-        ) from None
-    sys.path.insert(0, str(_clone))
-    import attnlab_grade as _grade
-
+# attnlab.grade.<module> is attnlab_grade.<module> (one module object, not a copy).
 _compat.install(prefixes={__name__: "attnlab_grade"})
-sys.modules[__name__] = _grade
