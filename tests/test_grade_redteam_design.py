@@ -4,7 +4,7 @@
   wrapper (``functools.singledispatch``), so that the frame calling it is the
   library's, never the student's;
 * **child processes**: a process started by a callable the notebook left for the kernel
-  to run after a cell (an IPython ``post_run_cell`` callback: no student frame on the
+  to run after a cell (an IPython ``post_execute`` callback: no student frame on the
   stack when it runs);
 * **the channel**: an answer so large, case after case, that the sentry's messages
   swamp the grader;
@@ -55,7 +55,7 @@ import functools
 import os
 
 get_ipython().events.register(
-    "post_run_cell", functools.partial(os.system, "touch {marker}/callback")
+    "post_execute", functools.partial(os.system, "touch {marker}/callback")
 )
 """
 
@@ -64,7 +64,7 @@ def additive_score(q, k, W1, W2, v):
     return torch.zeros(2_000_000, dtype=torch.float64)  # 16 MB, every case"""
 
 DISGUISED = """\
-def grouped_query_attention(q, k, v, attn_mask=None):
+def gqa(q, k, v, attn_mask=None):
     B, H, T, Dh = q.shape
     G = k.shape[1]
     k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
