@@ -279,6 +279,7 @@ def install(  # noqa: C901
 
     tracked_type = diagnose_mod._Tracked
     object_getattribute = object.__getattribute__
+    callable_ = callable
     type_mro = type.__dict__["__mro__"].__get__
     type_dict = type.__dict__["__dict__"].__get__
     class_codes = frozenset(watched_codes.class_codes)  # type: ignore[attr-defined]
@@ -642,6 +643,15 @@ def install(  # noqa: C901
         if t is tracked_type:  # the checks' own wrapper that names the bug
             return borrowed(object_getattribute(fn, "__dict__").get("fn"), depth + 1)
         cls = fn if isinstance_(fn, type) else t
+        if cls is t and any(
+            type_(v) is FunctionType and v.__code__ in all_check
+            for v in type_dict(cls).values()
+        ):
+            # a wrapper the checks put around the answer (chapter 4's seeding one):
+            # the student's code is what it holds
+            for v in object_getattribute(fn, "__dict__").values():
+                if callable_(v) and not borrowed(v, depth + 1):
+                    return ""
         for c in type_mro(cls):
             for v in type_dict(c).values():
                 if type_(v) in (staticmethod, classmethod):
