@@ -144,6 +144,6 @@ def describe(event: dict) -> str:
         return f"wrote into the installed package or the grader's folders ({name})"
     if what == "frames":
         return f"inspected the check's frames while it ran ({name})"
-    if what == "monitor":
+    if what in ("monitor", "borrowed"):
         return name
     return f"tampered with the grading ({name})"

@@ -668,7 +668,7 @@ def install(  # noqa: C901
         if whose and index == 0:
             send(
                 "violation",
-                what="tamper",
+                what="borrowed",
                 name=f"handed the check a function that is not code of yours ({whose}) "
                 f"as the answer to {name}",
             )

@@ -284,7 +284,7 @@ def _flags(sub, exercises, mapping, owner, runs) -> dict[str, list[str]]:
             text = f"{where(sub, i)} {describe(ev)}"
             flags.setdefault("*", []).append(text)
             ex = owner.get(i)
-            local = ev.get("what") in ("forbidden", "reference", "frames")
+            local = ev.get("what") in ("forbidden", "reference", "frames", "borrowed")
             for e in exercises:
                 if e is ex or (not (local and ex) and last_check[e.label] >= i):
                     flags.setdefault(e.label, []).append(text)
