@@ -123,14 +123,31 @@ def test_committed_results_cover_every_setting_and_seed():
     d = _results("ch13_extrapolation.json")
     meta = d["meta"]
     assert {"machine", "torch", "date", "cpu_seconds"} <= set(meta)
+    assert "extrapolation" not in d  # replaced by ch13_passkey.json
     seeds = [str(s) for s in meta["seeds"]]
     assert len(seeds) >= 3
     for s in seeds:
-        ext = d["extrapolation"][s]
-        assert set(ext) == {
-            "sinusoidal", "rope", "alibi", "none", "rope+PI", "rope+NTK", "rope+YaRN"
-        }  # fmt: skip
-        assert all(len(v) == len(meta["factors"]) for v in ext.values())
         assert set(d["kv_budget"][s]) == {"MHA", "GQA", "MQA", "MLA"}
         assert all(len(rows) == len(meta["lrs"]) for rows in d["stability"][s].values())
         assert set(d["noop"][s]) == {"softmax", "sink", "gate"}
+
+
+def test_committed_passkey_results_cover_every_setting_and_seed():
+    d = _results("ch13_passkey.json")
+    meta = d["meta"]
+    assert {"machine", "torch", "python", "date", "cpu_seconds"} <= set(meta)
+    assert meta["model"]["head_dim"] >= 32  # wide enough for the scalings to differ
+    assert len(meta["seeds"]) >= 3 and set(d["runs"]) == {str(s) for s in meta["seeds"]}
+    n_f = len(meta["factors"])
+    for run in d["runs"].values():
+        assert set(run["trained"]) == set(meta["positionals_run"]) >= {"rope"}
+        assert all(len(v["accuracy"]) == n_f for v in run["trained"].values())
+        for part in ("zero_shot", "fine_tuned"):
+            assert (
+                set(run[part]) == set(meta["scalings"]) == {"none", "PI", "NTK", "YaRN"}
+            )
+            assert all(len(v) == n_f for v in run[part].values())
+        assert all(
+            len(c) == len(meta["fine_tune"]["checks"]) for c in run["ft_curve"].values()
+        )
+        assert run["zero_shot"]["none"] == run["trained"]["rope"]["accuracy"]
