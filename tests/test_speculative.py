@@ -233,6 +233,23 @@ def test_greedy_speculative_equals_target_greedy(lms, prompt, k):
     assert sum(r[1] for r in stats["rounds"]) == stats["accepted"]
 
 
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_acceptance_by_position_counts_the_rounds(lms, prompt, k):
+    """reached/kept per draft position, recounted from the rounds (drafted, kept)."""
+    target, draft = lms
+    _, st = speculative_generate(
+        target, draft, prompt, 40, k, 1.0, torch.Generator().manual_seed(k)
+    )
+    rounds = st["rounds"]
+    want_reached = [sum(i < min(j + 1, kk) for kk, j in rounds) for i in range(k)]
+    want_kept = [sum(i < j for _, j in rounds) for i in range(k)]
+    assert st["reached"] == want_reached and st["kept"] == want_kept
+    assert st["reached"][0] == st["target_passes"] and sum(st["kept"]) == st["accepted"]
+    assert 0 < st["alpha_first"] <= 1
+    if k == 1:  # one position a round: both estimates are the same mean
+        assert st["alpha_first"] == pytest.approx(st["alpha"])
+
+
 def test_draft_equal_to_target_accepts_everything(lms, prompt):
     target, _ = lms
     for temperature in (0, 1.0):

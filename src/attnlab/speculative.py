@@ -243,8 +243,14 @@ def speculative_generate(
     ``tokens_per_pass``, ``drafted`` and ``accepted`` (draft tokens proposed and
     kept), ``accept_rate`` (accepted / drafted), ``alpha`` (the mean, over the draft
     positions verified up to the first rejection, of ``Σ_x min(p(x), q(x))``, the
-    probability that one draft token is accepted, as Leviathan et al. define α) and
-    ``rounds`` (per pass: tokens drafted, tokens accepted).
+    probability that one draft token is accepted: Leviathan et al.'s α, estimated on
+    the positions a round reaches, so a larger ``k`` lets later, often easier,
+    positions into the mean and the estimate depends on ``k``), ``alpha_first`` (the
+    same mean over the first draft position of each round only), ``reached`` and
+    ``kept`` (lists of length ``k``: for draft position ``i``, the rounds that verified
+    it and the rounds that kept it; ``kept[i] / reached[i]`` is the acceptance rate at
+    position ``i`` given that it was reached) and ``rounds`` (per pass: tokens
+    drafted, tokens accepted).
     """
     from .models import KVCache
 
@@ -266,7 +272,8 @@ def speculative_generate(
     t_pending = [int(ids[-1])]  # fed to the target at the next pass
     d_pending = [int(ids[-1])]  # fed to the draft before its next proposal
     out: list[int] = []
-    rounds, betas = [], []
+    rounds, betas, firsts = [], [], []
+    reached, kept = [0] * k, [0] * k
     while len(out) < n_new:
         kk = min(k, n_new - len(out))
         xs, qs = [], []
@@ -284,7 +291,12 @@ def speculative_generate(
         emitted = verify(p, q, torch.tensor(xs), generator)
         j = emitted.shape[0] - 1
         tried = min(j + 1, kk)
-        betas += torch.minimum(p[:tried], q[:tried]).sum(-1).tolist()
+        beta = torch.minimum(p[:tried], q[:tried]).sum(-1).tolist()  # (tried,)
+        betas += beta
+        firsts.append(beta[0])
+        for i in range(tried):
+            reached[i] += 1
+            kept[i] += i < j
         rounds.append((kk, j))
         out += emitted.tolist()
         # target cache: pending + all kk drafts were fed; keep pending + accepted
@@ -306,6 +318,9 @@ def speculative_generate(
         "accepted": accepted,
         "accept_rate": accepted / drafted,
         "alpha": sum(betas) / len(betas),
+        "alpha_first": sum(firsts) / len(firsts),
+        "reached": reached,
+        "kept": kept,
         "rounds": rounds,
     }
     return torch.tensor(out[:n_new]), stats

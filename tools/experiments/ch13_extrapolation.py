@@ -8,10 +8,10 @@ Seeds 0, 1, 2 set the weights and the batch stream; evaluation batches use seeds
 changes one thing; everything else (task, width 32, 4 heads, Adam, steps, batch 32,
 gradient clipping at 1 unless said) is fixed.
 
-1. ``extrapolation``: ``TinyLM`` (2 layers) on ``periodic_copy`` (period 8, 16
-   tokens) at length 32, with sinusoidal, RoPE, ALiBi or no position encoding (NoPE);
-   accuracy at 32, 64, 128, 256 (1x-8x). Then the RoPE model with PI (linear), NTK
-   and YaRN scaling at evaluation, factor = evaluation length / 32.
+(The length-extrapolation experiment is ``ch13_passkey.py``; an earlier version of
+this script had a periodic-copy version of it, whose results were dropped from the
+file: it needed no token further back than 8, so it could not test extrapolation.)
+
 2. ``kv_budget``: ``recall`` (8 pairs, 8 queries) with MHA (4 heads of width 4), GQA
    (2 KV heads of width 8), MQA (1 KV head of width 16) and MLA (latent 24 + RoPE key
    8): all cache 32 numbers per token and layer.
@@ -41,7 +41,6 @@ from attnlab.modern.lab import (
     periodic_copy,
     recall,
     train_lm,
-    with_rope_scaling,
 )
 
 OUT = (
@@ -61,44 +60,6 @@ KV_VARIANTS = {
 
 def copy_batch(length: int):
     return lambda s: periodic_copy(BATCH, length, seed=s)
-
-
-def extrapolation(seed: int) -> dict:
-    out: dict = {}
-    rope_model = None
-    for pos in POSITIONALS:
-        torch.manual_seed(seed)
-        model = TinyLM(16, 32, 2, 4, positional=pos)
-        train_lm(model, copy_batch(TRAIN_LEN), steps=STEPS, lr=LR, seed=seed)
-        out[pos] = [
-            accuracy(
-                model, *periodic_copy(64, TRAIN_LEN * f, seed=EVAL_SEED_OFFSET + f)
-            )
-            for f in FACTORS
-        ]
-        if pos == "rope":
-            rope_model = model
-    assert rope_model is not None
-    for name, kind in (
-        ("rope+PI", "linear"),
-        ("rope+NTK", "ntk"),
-        ("rope+YaRN", "yarn"),
-    ):
-        accs = []
-        for f in FACTORS:
-            sc = None
-            if f > 1:
-                sc = {"type": kind, "factor": float(f)}
-                if kind == "yarn":
-                    sc["original_max_position"] = TRAIN_LEN
-            m = with_rope_scaling(rope_model, sc)
-            accs.append(
-                accuracy(
-                    m, *periodic_copy(64, TRAIN_LEN * f, seed=EVAL_SEED_OFFSET + f)
-                )
-            )
-        out[name] = accs
-    return out
 
 
 def kv_budget(seed: int) -> dict:
@@ -207,7 +168,6 @@ def noop_heads(seed: int) -> dict:
 
 
 PARTS = {
-    "extrapolation": extrapolation,
     "kv_budget": kv_budget,
     "stability": stability,
     "noop": noop_heads,

@@ -12,6 +12,10 @@ synthetic copy task):
   ``period`` back). Trained at one length, evaluated at longer ones.
 - ``recall``: ``n_pairs`` key-value pairs, then ``n_queries`` keys, each followed by
   its value; the loss is on the values after the queries.
+- ``passkey``: a needle in noise (the passkey retrieval of the context-extension
+  papers): random tokens, a marker followed by the passkey somewhere, and at the end a
+  query whose target is the passkey. ``far`` puts the marker further back than a given
+  distance, e.g. beyond the training length.
 - ``noop``: a ``<bos>``, then random tokens in which a trigger appears now and then;
   at a trigger the model must output the first real token (so attend far back),
   elsewhere the current token (which the residual stream already holds: attention
@@ -38,6 +42,7 @@ __all__ = [
     "periodic_copy",
     "recall",
     "noop",
+    "passkey",
     "train_lm",
     "accuracy",
     "with_rope_scaling",
@@ -167,6 +172,34 @@ def recall(
     return ids, targets, mask
 
 
+def passkey(n: int, length: int, *, vocab: int = 32, far: int = 0, seed: int = 0):
+    """ids, targets, mask (n, length): ``length - 1`` random tokens (ids < ``vocab``)
+    holding a marker (id ``vocab``) followed by the passkey (an id < ``vocab``), then a
+    query (id ``vocab + 1``) whose target is the passkey; the mask is True at the query
+    only. The marker sits more than ``far`` positions before the query (``far = 0``:
+    anywhere). The noise is drawn from the passkeys' own ids, so only the marker tells
+    the passkey apart."""
+    hi = min(length - 2, length - 1 - far)  # marker positions 0 .. hi - 1
+    if hi < 1:
+        raise ValueError(
+            f"passkey: no room for a marker more than far={far} positions before "
+            f"the query in length {length}"
+        )
+    g = _gen(seed)
+    ids = torch.randint(0, vocab, (n, length), generator=g)
+    key = torch.randint(0, vocab, (n,), generator=g)
+    at = torch.randint(0, hi, (n,), generator=g)  # the marker's position
+    rows = torch.arange(n)
+    ids[rows, at] = vocab
+    ids[rows, at + 1] = key
+    ids[:, -1] = vocab + 1
+    targets = torch.zeros_like(ids)
+    targets[:, -1] = key
+    mask = torch.zeros_like(ids, dtype=torch.bool)
+    mask[:, -1] = True
+    return ids, targets, mask
+
+
 def noop(
     n: int, length: int = 32, *, vocab: int = 16, p_trigger: float = 0.15, seed: int = 0
 ):
@@ -194,9 +227,12 @@ def train_lm(
     lr: float,
     seed: int,
     clip: float | None = 1.0,
+    callback=None,
 ) -> list[float]:
     """Adam on the masked next-token loss; ``batch_fn(seed)`` gives (ids, targets,
-    mask, ...). Batch ``i`` uses seed ``seed·1_000_000 + i``. Returns the losses."""
+    mask, ...). Batch ``i`` uses seed ``seed·1_000_000 + i``. ``callback(step)``, if
+    given, runs after each step (1-based; the model in eval mode, back to training
+    after). Returns the losses."""
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     model.train()
@@ -210,6 +246,10 @@ def train_lm(
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         losses.append(loss.item())
+        if callback is not None:
+            model.eval()
+            callback(i + 1)
+            model.train()
     model.eval()
     return losses
 
