@@ -141,9 +141,8 @@ class Task:
         lo, hi = length_range(lengths if lengths is not None else self.lengths)
         while True:
             span = rng.randint(lo, hi) if bucket else (lo, hi)
-            b_rng = python_rng(rng.randrange(2**31), shift=0)  # rng is shifted already
-            pairs = self._draw(b_rng, batch_size, span)
-            yield collate(pairs, self.src_vocab, self.tgt_vocab, device)
+            b_seed = rng.randrange(2**31)  # through pairs(), which a task may override
+            yield self.batch(batch_size, span, seed=b_seed, device=device)
 
     def encode(self, text_or_tokens, device=None) -> Batch:
         """A batch of one example from a typed string (or a token list)."""

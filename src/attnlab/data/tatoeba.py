@@ -28,13 +28,13 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import random
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from importlib import resources
 
+from ..seeding import python_rng
 from ..vocab import Vocab, length_range
 from .tasks import Task
 
@@ -242,7 +242,7 @@ class EngFraTask(Task):
         """``n`` pairs drawn with replacement from this split (English length in
         ``lengths``, default all kept lengths); ``seed=None`` continues the task's own
         random stream."""
-        rng = self.rng if seed is None else random.Random(seed)
+        rng = self.rng if seed is None else python_rng(seed)  # ATTNLAB_SEED moves it
         lo, hi = length_range(lengths if lengths is not None else self.lengths)
         pool = [p for p in self.examples if lo <= len(p[0]) <= hi]
         if not pool:

@@ -16,11 +16,11 @@ Typical use::
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Iterator
 
 import torch
 
+from ..seeding import python_rng
 from .tatoeba import read_packaged
 
 __all__ = ["load_shakespeare", "CharVocab", "char_split", "char_batches"]
@@ -101,7 +101,7 @@ def char_batches(
     if stop - start < length + 1:
         raise ValueError(f"char_batches: the {split} part is shorter than {length + 1}")
     ids = vocab.encode(text[start:stop])  # (N,)
-    rng = random.Random(seed)
+    rng = python_rng(seed)  # ATTNLAB_SEED moves it (attnlab.seeding)
     last = len(ids) - (length + 1)  # the last start whose window fits in the split
     while True:
         starts = torch.tensor([rng.randint(0, last) for _ in range(batch_size)])
