@@ -112,6 +112,52 @@ def by_softmax(angle, keys):  # the exercise says: without calling softmax
     return int(w[0].argmax())
 
 
+def _long_query_scores(angle, keys):
+    rad = math.radians(angle)
+    q = 1e4 * torch.tensor([math.cos(rad), math.sin(rad)], dtype=keys.dtype)
+    return keys @ q  # (S,)
+
+
+@pytest.mark.parametrize(
+    "wrong, name",
+    [
+        (
+            lambda a, k: int(torch.softmax(_long_query_scores(a, k), -1).argmax()),
+            "torch.softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(_long_query_scores(a, k).softmax(-1).argmax()),
+            "torch.Tensor.softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(
+                torch.nn.functional.softmax(_long_query_scores(a, k), -1).argmax()
+            ),
+            "torch.nn.functional.softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(torch.nn.Softmax(-1)(_long_query_scores(a, k)).argmax()),
+            "torch.nn.Softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(
+                torch.special.softmax(_long_query_scores(a, k), -1).argmax()
+            ),
+            "torch.special.softmax",
+        ),  # fmt: skip
+    ],
+    ids=["torch.softmax", "Tensor.softmax", "F.softmax", "nn.Softmax", "special"],
+)
+def test_winner_rejects_torch_softmax(wrong, name):
+    """ "Without calling softmax" means PyTorch's too: every spelling is caught, and the
+    method is restored afterwards."""
+    original = torch.Tensor.softmax
+    with pytest.raises(CheckFailed, match=f"called {name},"):
+        attnlab.check.winning_key(wrong)
+    assert torch.Tensor.softmax is original and "softmax" not in vars(torch.Tensor)
+    assert torch.softmax(torch.zeros(2), 0).tolist() == [0.5, 0.5]
+
+
 @pytest.mark.parametrize(
     "wrong, hint",
     [

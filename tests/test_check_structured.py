@@ -95,6 +95,12 @@ def no_minus_p(s, r, n, b=0.0):
     return (r[idx] - b)[:, None] * F.one_hot(idx, len(s)).to(s.dtype)
 
 
+def grad_p(s, r, n, b=0.0):  # (r_i - b) ∇p_i instead of (r_i - b) ∇log p_i
+    p = torch.softmax(s, -1)
+    idx = torch.multinomial(p, n, replacement=True)
+    return ((r[idx] - b) * p[idx])[:, None] * (F.one_hot(idx, len(s)).to(s.dtype) - p)
+
+
 def library_reinforce(s, r, n, b=0.0):
     from attnlab.structured import ReinforceSample
 
@@ -108,11 +114,12 @@ def library_reinforce(s, r, n, b=0.0):
         (exact_repeated, "every row is the same"),
         (averaged, "draw one key per row"),
         (no_minus_p, "the − p term is missing"),
+        (grad_p, "needs ∇ log p_i = onehot\\(i\\) − p, without the factor p_i"),
         (lambda s, r, n, b=0.0: good_reinforce(s, r, n), "subtract the baseline"),
         (library_reinforce, "called attnlab.structured.ReinforceSample"),
         (lambda s, r, n, b=0.0: good_reinforce(s, r, n, b).T, "shape"),
     ],
-    ids=["exact", "averaged", "no-p", "no-baseline", "library", "transposed"],
+    ids=["exact", "averaged", "no-p", "grad-p", "no-baseline", "library", "transposed"],
 )
 def test_reinforce_names_the_bug(wrong, hint, monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")

@@ -133,9 +133,50 @@ def _diagnose_greedy(case: Case, got) -> str | None:
         )
     if got.shape == exp.shape:
         wrong = got.long() != exp
+        if (
+            bool(wrong.any())
+            and bool((exp[wrong] == Vocab.eos_id).all())
+            and bool((got[wrong] == Vocab.pad_id).all())
+        ):
+            return (
+                "a row's own <eos> is written: mark the row done after writing this "
+                "step's token, and write <pad> only from the next step on"
+            )
         if bool(wrong.any()) and bool((exp[wrong] == Vocab.pad_id).all()):
             return "after a row has written <eos>, write <pad> in that row"
+    model, src, lengths, _ = case.args
+    if same(got, _greedy_variant(model, src, lengths, max_len, feed_bos=True)):
+        return (
+            "feed each step's prediction back as the next input: you gave the "
+            "decoder <bos> at every step"
+        )
+    if same(got, _greedy_variant(model, src, lengths, max_len, zero_start=True)):
+        return (
+            "start from s_0 = model.decoder.start(summary), not from zeros: the "
+            "first state carries the encoder's summary"
+        )
     return None
+
+
+@torch.no_grad()
+def _greedy_variant(model, src, lengths, max_len, feed_bos=False, zero_start=False):
+    """The decoding loop with one of two usual slips: <bos> fed at every step, or a
+    zero first state."""
+    ann, summary, mask = model.encode(src, lengths)
+    s = model.decoder.start(summary)
+    s = torch.zeros_like(s) if zero_start else s
+    y = torch.full((src.shape[0],), Vocab.bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    out = []
+    for _ in range(max_len):
+        logits, s, _ = model.decoder.step(y, s, ann, mask, summary)
+        y = logits.argmax(-1).masked_fill(done, Vocab.pad_id)
+        out.append(y)
+        done = done | (y == Vocab.eos_id)
+        if done.all():
+            break
+        y = torch.full_like(y, Vocab.bos_id) if feed_bos else y
+    return torch.stack(out, dim=1)  # (B, T)
 
 
 def _per_position_reference(pred, gold, pad_id):
@@ -169,9 +210,24 @@ def per_position_accuracy(fn: Callable) -> CheckResult:
             "only the T gold positions are scored",
         ),
         ("one row, one token", [[2]], [[2]], ""),
+        (
+            "gold rows padded, prediction short",
+            [[5, 6, 7], [8, 2, 0]],
+            [[5, 6, 7, 2], [8, 2, 0, 0]],
+            "past the end of a short prediction count pad_id: right where the gold "
+            "row is padded too",
+        ),
+        (
+            "pad_id is 1",
+            [[5, 6, 2], [7, 2, 1]],
+            [[5, 6, 2, 1], [7, 2, 1, 1]],
+            "use the pad_id argument, not a fixed id",
+        ),
     ]:
         p, g = torch.tensor(pred), torch.tensor(gold)
-        cases.append(Case(label, (p, g, 0), _per_position_reference(p, g, 0), hint))
+        pad = 1 if label == "pad_id is 1" else 0
+        expected = _per_position_reference(p, g, pad)
+        cases.append(Case(label, (p, g, pad), expected, hint))
     fn, compare = diagnosing(fn, cases, _diagnose_positions)
     return run_check(
         "per_position_accuracy",
@@ -188,8 +244,26 @@ def _diagnose_positions(case: Case, got) -> str | None:
     B, T = gold.shape
     if not isinstance(got, torch.Tensor):
         return "return a (T,) float tensor, one fraction per gold position"
+    short = pred.shape[1]
+    if short < T and got.shape == (short,):
+        if same(got.double(), (pred == gold[:, :short]).double().mean(0)):
+            return (
+                f"score all T = {T} gold positions, not the prediction's {short}: "
+                "past the end of a short prediction count pad_id"
+            )
     if got.shape == (B,) and B != T:
-        return "average over the rows (dim 0): one number per position, shape (T,)"
+        filled = torch.full_like(gold, pad_id)
+        filled[:, : min(T, short)] = pred[:, :T]
+        if same(got.double(), (filled == gold).double().mean(1)):
+            return "average over the rows (dim 0): one number per position, shape (T,)"
+        return f"one number per gold position: shape (T,) = ({T},), not ({B},)"
+    if pad_id != 0 and same(got.double(), _per_position_reference(pred, gold, 0)):
+        return "use the pad_id argument, not a fixed 0"
+    if short < T and same(got.double(), _per_position_reference(pred, gold, -1)):
+        return (
+            "past the end of a short prediction count pad_id (the argument): where "
+            "the gold row is padded too, that position is right"
+        )
     if got.shape == exp.shape and same(got.double(), exp * B):
         return "a fraction of the rows, not a count: divide by the number of rows"
     n = min(T, pred.shape[1])

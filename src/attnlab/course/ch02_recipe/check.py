@@ -39,6 +39,11 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.attention.attend",
         "attnlab.mappings.softmax",
         "attnlab.course.ch02_recipe.widgets.query_vs_keys",
+        "torch.softmax",  # nor PyTorch's softmax, in any of its spellings
+        "torch.nn.functional.softmax",
+        "torch.special.softmax",
+        "torch.Tensor.softmax",
+        "torch.nn.Softmax",
     ),
     "smallest_booster": (),  # its solution calls attend: the search is the exercise
     "factor_bilinear": (),  # the library has no factorisation
