@@ -208,7 +208,7 @@ def _crf_inputs() -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
             "binary chain, 5 positions",
             rnd(1, 5, 2),
             rnd(2, 2),
-            "a_i[c] = u_i[c] + logsumexp_c'(a_{i-1}[c'] + A[c', c])",
+            "a_i[c] = ψ_i[c] + logsumexp_c'(a_{i-1}[c'] + A[c', c])",
         ),
         ("a batch, 3 states", rnd(4, 6, 3), rnd(3, 3), "one chain per batch row"),
         ("length 1", rnd(2, 1, 3), rnd(3, 3), "one position: no transition at all"),
