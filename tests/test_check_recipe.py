@@ -59,9 +59,14 @@ def no_v(q, k, W1, W2, v):  # sums the hidden units instead of weighting them
     return torch.tanh((k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)).sum(-1)
 
 
+def v_inside(q, k, W1, W2, v):  # v applied inside the tanh
+    return torch.tanh(((k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)) @ v)
+
+
 @pytest.mark.parametrize(
     "wrong, hint",
     [
+        (v_inside, "v weighs the tanh's outputs"),
         (no_tanh, "apply tanh"),
         (swapped, "W1 acts on the keys"),
         (transposed, "you returned \\(S, T\\)"),
@@ -70,7 +75,16 @@ def no_v(q, k, W1, W2, v):  # sums the hidden units instead of weighting them
         (library_scorer, "called attnlab.scoring.AdditiveScore"),
         (lambda q, k, W1, W2, v: torch.zeros(q.shape[:-1] + k.shape[-2:-1]), "depend"),
     ],
-    ids=["no-tanh", "swapped", "transposed", "fixed-dims", "no-v", "library", "const"],
+    ids=[
+        "v-inside",
+        "no-tanh",
+        "swapped",
+        "transposed",
+        "fixed-dims",
+        "no-v",
+        "library",
+        "const",
+    ],
 )
 def test_additive_names_the_bug(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):

@@ -127,6 +127,10 @@ def _diagnose_additive(case: Case, got) -> str | None:
     hidden = (k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)  # (..., T, S, Dh)
     if same(got, hidden @ v):
         return "apply tanh to W1 k_j + W2 q_t before the product with v"
+    if same(got, torch.tanh(hidden @ v)):
+        return (
+            "v weighs the tanh's outputs: tanh(W1 k_j + W2 q_t) @ v, not tanh(... @ v)"
+        )
     if same(got, torch.tanh(hidden).sum(-1)):
         return "weight the Dh hidden units with v: tanh(...) @ v, not a plain sum"
     if W1.shape == W2.shape:
