@@ -24,7 +24,24 @@ from typing import Any
 
 import torch
 
-__all__ = ["Case", "CheckFailed", "CheckResult", "run_check", "strict_mode", "close"]
+__all__ = [
+    "Case",
+    "CheckFailed",
+    "CheckResult",
+    "run_check",
+    "strict_mode",
+    "close",
+    "TORCH_SOFTMAX",
+]
+
+# PyTorch's softmax in each of its spellings, for an exercise that must do without it
+TORCH_SOFTMAX = (
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    "torch.Tensor.softmax",
+    "torch.nn.Softmax",
+)
 
 
 class CheckFailed(AssertionError):

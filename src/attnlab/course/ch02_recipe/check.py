@@ -22,7 +22,7 @@ import torch
 from ...attention import attend
 from ...scoring import AdditiveScore
 from ...toys import RECIPE_KEYS
-from ..check_core import Case, CheckResult, run_check, seeded
+from ..check_core import TORCH_SOFTMAX, Case, CheckResult, run_check, seeded
 from ..check_diagnose import diagnosing, is_constant, same
 
 __all__ = [
@@ -39,11 +39,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.attention.attend",
         "attnlab.mappings.softmax",
         "attnlab.course.ch02_recipe.widgets.query_vs_keys",
-        "torch.softmax",  # nor PyTorch's softmax, in any of its spellings
-        "torch.nn.functional.softmax",
-        "torch.special.softmax",
-        "torch.Tensor.softmax",
-        "torch.nn.Softmax",
+        *TORCH_SOFTMAX,  # nor PyTorch's softmax, in any of its spellings
     ),
     "smallest_booster": (),  # its solution calls attend: the search is the exercise
     "factor_bilinear": (),  # the library has no factorisation
