@@ -204,3 +204,49 @@ def test_every_chapter_has_checks():
     chapters = (Path(__file__).parents[1] / "chapters").glob("[0-9][0-9]*_*.ipynb")
     written = {p.name[:2] for p in chapters}  # 07a and 07b are one chapter: 7
     assert len(CHAPTER_CHECKS) == len(written)  # one check module per written chapter
+
+
+def test_fail_line_shows_the_first_difference(capsys, lenient):
+    """A long answer whose printed first values equal the expected ones: the line
+    names the first index where they differ, and both values there."""
+    x = torch.arange(20.0)
+    wrong = x.clone()
+    wrong[13] = -1.0
+    assert not run_check("demo", lambda t: wrong, [Case("long", (x,), x)])
+    line = capsys.readouterr().out
+    assert "first difference at index 13: got -1, expected 13" in line, line
+
+
+def test_fail_line_first_difference_shows_enough_digits(capsys, lenient):
+    """Values equal to 4 significant digits are printed with more."""
+    x = torch.tensor([[1.0, 2.0], [3.0, 12341.0]], dtype=torch.float64)
+    wrong = x.clone()
+    wrong[1, 1] = 12344.0  # 1.234e+04 both, with 4 digits
+    assert not run_check("demo", lambda t: wrong, [Case("2x2", (x,), x)])
+    line = capsys.readouterr().out
+    assert "first difference at index [1, 1]: got 12344, expected 12341" in line, line
+
+
+def test_a_model_input_prints_its_class_not_its_repr(capsys, lenient):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    x = torch.ones(2)
+    assert not run_check("demo", lambda m, t: t, [Case("model", (model, x), 2 * x)])
+    line = capsys.readouterr().out
+    assert "a Sequential model" in line and "Linear(" not in line, line
+
+
+def test_forbid_catches_a_method_and_restores_it(monkeypatch):
+    """``torch.Tensor.softmax`` (a method the class inherits) is spied on while the
+    answer runs and removed afterwards."""
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    owner, attr, _ = _resolve("torch.Tensor.softmax")
+    assert owner is torch.Tensor and attr == "softmax"
+    x = torch.tensor([1.0, 2.0])
+    result = run_check(
+        "demo",
+        lambda t: t.softmax(-1),
+        [Case("x", (x,), x.softmax(-1))],
+        forbid=("torch.Tensor.softmax",),
+    )
+    assert not result and "called torch.Tensor.softmax" in result.line
+    assert "softmax" not in vars(torch.Tensor)

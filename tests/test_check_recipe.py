@@ -59,9 +59,14 @@ def no_v(q, k, W1, W2, v):  # sums the hidden units instead of weighting them
     return torch.tanh((k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)).sum(-1)
 
 
+def v_inside(q, k, W1, W2, v):  # v applied inside the tanh
+    return torch.tanh(((k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)) @ v)
+
+
 @pytest.mark.parametrize(
     "wrong, hint",
     [
+        (v_inside, "v weighs the tanh's outputs"),
         (no_tanh, "apply tanh"),
         (swapped, "W1 acts on the keys"),
         (transposed, "you returned \\(S, T\\)"),
@@ -70,7 +75,16 @@ def no_v(q, k, W1, W2, v):  # sums the hidden units instead of weighting them
         (library_scorer, "called attnlab.scoring.AdditiveScore"),
         (lambda q, k, W1, W2, v: torch.zeros(q.shape[:-1] + k.shape[-2:-1]), "depend"),
     ],
-    ids=["no-tanh", "swapped", "transposed", "fixed-dims", "no-v", "library", "const"],
+    ids=[
+        "v-inside",
+        "no-tanh",
+        "swapped",
+        "transposed",
+        "fixed-dims",
+        "no-v",
+        "library",
+        "const",
+    ],
 )
 def test_additive_names_the_bug(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):
@@ -110,6 +124,52 @@ def by_softmax(angle, keys):  # the exercise says: without calling softmax
     q = 1e4 * torch.tensor([[math.cos(rad), math.sin(rad)]], dtype=keys.dtype)
     _, w = attnlab.attend(q, keys, keys)
     return int(w[0].argmax())
+
+
+def _long_query_scores(angle, keys):
+    rad = math.radians(angle)
+    q = 1e4 * torch.tensor([math.cos(rad), math.sin(rad)], dtype=keys.dtype)
+    return keys @ q  # (S,)
+
+
+@pytest.mark.parametrize(
+    "wrong, name",
+    [
+        (
+            lambda a, k: int(torch.softmax(_long_query_scores(a, k), -1).argmax()),
+            "torch.softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(_long_query_scores(a, k).softmax(-1).argmax()),
+            "torch.Tensor.softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(
+                torch.nn.functional.softmax(_long_query_scores(a, k), -1).argmax()
+            ),
+            "torch.nn.functional.softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(torch.nn.Softmax(-1)(_long_query_scores(a, k)).argmax()),
+            "torch.nn.Softmax",
+        ),  # fmt: skip
+        (
+            lambda a, k: int(
+                torch.special.softmax(_long_query_scores(a, k), -1).argmax()
+            ),
+            "torch.special.softmax",
+        ),  # fmt: skip
+    ],
+    ids=["torch.softmax", "Tensor.softmax", "F.softmax", "nn.Softmax", "special"],
+)
+def test_winner_rejects_torch_softmax(wrong, name):
+    """ "Without calling softmax" means PyTorch's too: every spelling is caught, and the
+    method is restored afterwards."""
+    original = torch.Tensor.softmax
+    with pytest.raises(CheckFailed, match=f"called {name},"):
+        attnlab.check.winning_key(wrong)
+    assert torch.Tensor.softmax is original and "softmax" not in vars(torch.Tensor)
+    assert torch.softmax(torch.zeros(2), 0).tolist() == [0.5, 0.5]
 
 
 @pytest.mark.parametrize(

@@ -70,49 +70,47 @@ def time_major(model, src, src_lengths, max_len):  # (T, B): stacked along dim 0
     return good_greedy(model, src, src_lengths, max_len).T
 
 
-def _loop(model, src, src_lengths, max_len, *, early_done=False, bos=False, zero=False):
-    """good_greedy with one of the three likely bugs switched on."""
+def _loop(model, src, src_lengths, max_len, slip):
+    """The decoding loop with one slip a student makes (``slip`` names it)."""
     from attnlab.data import Vocab
 
     ann, summary, mask = model.encode(src, src_lengths)
     s = model.decoder.start(summary)
-    s = torch.zeros_like(s) if zero else s
+    if slip == "zero-start":  # s_0 = 0 instead of decoder.start(summary)
+        s = torch.zeros_like(s)
     y = torch.full((src.shape[0],), Vocab.bos_id)
     done = torch.zeros(src.shape[0], dtype=torch.bool)
     out = []
     for _ in range(max_len):
         logits, s, _ = model.decoder.step(y, s, ann, mask, summary)
-        tok = logits.argmax(-1)
-        if early_done:  # marks the row done before masking: its <eos> becomes <pad>
-            done = done | (tok == Vocab.eos_id)
-            tok = tok.masked_fill(done, Vocab.pad_id)
+        y = logits.argmax(-1)
+        if slip == "done-first":  # marks the row done before masking: <eos> -> <pad>
+            done = done | (y == Vocab.eos_id)
+            y = y.masked_fill(done, Vocab.pad_id)
         else:
-            tok = tok.masked_fill(done, Vocab.pad_id)
-            done = done | (tok == Vocab.eos_id)
-        out.append(tok)
-        y = torch.full_like(tok, Vocab.bos_id) if bos else tok
+            y = y.masked_fill(done, Vocab.pad_id)
+            done = done | (y == Vocab.eos_id)
+        out.append(y)
         if done.all():
             break
+        if slip == "bos-fed":  # never feeds the prediction back
+            y = torch.full_like(y, Vocab.bos_id)
     return torch.stack(out, dim=1)
 
 
 @pytest.mark.parametrize(
-    "bug, hint",
+    "slip, hint",
     [
-        ({"early_done": True}, "a row's own <eos> is missing"),
-        ({"bos": True}, "feed back the token just chosen"),
-        ({"zero": True}, r"model.decoder.start\(summary\), not zeros"),
+        ("done-first", "a row's own <eos> is written"),
+        ("bos-fed", "feed each step's prediction back"),
+        ("zero-start", "start from s_0 = model.decoder.start\\(summary\\)"),
     ],
-    ids=["eos-becomes-pad", "always-bos", "zero-start"],
 )
-def test_greedy_names_the_three_likely_bugs(bug, hint):
-    def wrong(m, s, n, T):
-        return _loop(m, s, n, T, **bug)
-
+def test_greedy_names_the_three_loop_slips(slip, hint):
+    """Each slip fails with a hint naming it, and the line shows no model repr."""
     with pytest.raises(CheckFailed, match=hint) as info:
-        attnlab.check.greedy_decode(wrong)
-    line = str(info.value)
-    assert "Seq2Seq(attention=" in line and "Linear(" not in line  # a short repr
+        attnlab.check.greedy_decode(lambda m, s, n, T: _loop(m, s, n, T, slip))
+    assert "Seq2Seq(" not in str(info.value) and "a Seq2Seq model" in str(info.value)
 
 
 def test_greedy_passes_solution(capsys):
@@ -191,6 +189,23 @@ def no_padding(pred, gold, pad_id):  # a short prediction breaks the comparison
     return (pred[:, : gold.shape[1]] == gold).float().mean(0)
 
 
+def fills_minus_one(pred, gold, pad_id):  # ignores pad_id: a short row never matches
+    T = gold.shape[1]
+    p = torch.full_like(gold, -1)
+    n = min(T, pred.shape[1])
+    p[:, :n] = pred[:, :n]
+    return (p == gold).float().mean(0)
+
+
+def pad_zero(pred, gold, pad_id):  # pad_id hard-coded as 0
+    return good_positions(pred, gold, 0)
+
+
+def truncates(pred, gold, pad_id):  # scores only the prediction's own length (T',)
+    n = min(gold.shape[1], pred.shape[1])
+    return (pred[:, :n] == gold[:, :n]).float().mean(0)
+
+
 def test_positions_pass(capsys):
     assert attnlab.check.per_position_accuracy(good_positions)
 
@@ -203,8 +218,20 @@ def test_positions_pass(capsys):
         (per_row, "average over the rows \\(dim 0\\)"),
         (no_padding, "positions past the end of a prediction count as pad_id"),
         (lambda p, g, pad: torch.ones(g.shape[1]), "must depend on where"),
+        (fills_minus_one, "count pad_id \\(the argument\\)"),
+        (pad_zero, "use the pad_id argument, not a fixed 0"),
+        (truncates, "score all T = 3 gold positions, not the prediction's 2"),
     ],
-    ids=["whole-row", "counts", "per-row", "no-padding", "constant"],
+    ids=[
+        "whole-row",
+        "counts",
+        "per-row",
+        "no-padding",
+        "constant",
+        "fills-minus-one",
+        "pad-zero",
+        "truncates",
+    ],
 )
 def test_positions_name_the_bug(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):

@@ -95,6 +95,12 @@ def no_minus_p(s, r, n, b=0.0):
     return (r[idx] - b)[:, None] * F.one_hot(idx, len(s)).to(s.dtype)
 
 
+def grad_p(s, r, n, b=0.0):  # (r_i - b) ∇p_i instead of (r_i - b) ∇log p_i
+    p = torch.softmax(s, -1)
+    idx = torch.multinomial(p, n, replacement=True)
+    return ((r[idx] - b) * p[idx])[:, None] * (F.one_hot(idx, len(s)).to(s.dtype) - p)
+
+
 def library_reinforce(s, r, n, b=0.0):
     from attnlab.structured import ReinforceSample
 
@@ -108,11 +114,12 @@ def library_reinforce(s, r, n, b=0.0):
         (exact_repeated, "every row is the same"),
         (averaged, "draw one key per row"),
         (no_minus_p, "the − p term is missing"),
+        (grad_p, "needs ∇ log p_i = onehot\\(i\\) − p, without the factor p_i"),
         (lambda s, r, n, b=0.0: good_reinforce(s, r, n), "subtract the baseline"),
         (library_reinforce, "called attnlab.structured.ReinforceSample"),
         (lambda s, r, n, b=0.0: good_reinforce(s, r, n, b).T, "shape"),
     ],
-    ids=["exact", "averaged", "no-p", "no-baseline", "library", "transposed"],
+    ids=["exact", "averaged", "no-p", "grad-p", "no-baseline", "library", "transposed"],
 )
 def test_reinforce_names_the_bug(wrong, hint, monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
@@ -149,7 +156,7 @@ def max_log_z(u, A):  # the Viterbi score, not log Z
             lambda u, A: attnlab.structured.linear_chain_log_partition(u, A),
             "called attnlab.structured.linear_chain_log_partition",
         ),
-        (lambda u, A: torch.zeros(u.shape[0]), "a_i\\[c\\] = u_i\\[c\\] \\+ logsumexp"),
+        (lambda u, A: torch.zeros(u.shape[0]), "a_i\\[c\\] = ψ_i\\[c\\] \\+ logsumexp"),
     ],
     ids=["exp-log", "A.T", "max", "no-A", "library", "const"],
 )
@@ -194,3 +201,31 @@ def test_viterbi_names_the_bug(wrong, hint, monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match=hint):
         check.viterbi(wrong)
+
+
+def test_copy_sources_point_at_the_digit_they_copy():
+    """Chapter 4's probe: every copied target digit points at that digit in the source;
+    only the dashes, a month computed from its name and a day's padding zero copy
+    nothing."""
+    from attnlab.course.ch04_structured.probes import copy_sources
+    from attnlab.data import DateTask
+
+    assert copy_sources(["5", "November", "1", "9", "0", "6"]) == [
+        2, 3, 4, 5, None, None, None, None, None, 0,
+    ]  # fmt: skip
+    assert copy_sources(["Nov", "2", "2", ",", "2", "0", "2", "6"]) == [
+        4, 5, 6, 7, None, None, None, None, 1, 2,
+    ]  # fmt: skip
+    assert copy_sources(["5", ".", "0", "7", ".", "1", "9", "9", "9"]) == [
+        5, 6, 7, 8, None, 2, 3, None, None, 0,
+    ]  # fmt: skip
+    for src, tgt in DateTask(split=None).pairs(300, seed=1):
+        sources = copy_sources(src)
+        named = any(t.isalpha() for t in src)
+        for t, j in enumerate(sources):
+            if j is not None:
+                assert src[j] == tgt[t], (src, tgt, t)
+            else:
+                month = named and t in (5, 6)
+                pad_zero = t == 8 and tgt[8] == "0"  # the source writes 5, not 05
+                assert tgt[t] == "-" or month or pad_zero, (src, tgt, t)

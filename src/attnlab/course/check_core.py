@@ -24,7 +24,24 @@ from typing import Any
 
 import torch
 
-__all__ = ["Case", "CheckFailed", "CheckResult", "run_check", "strict_mode", "close"]
+__all__ = [
+    "Case",
+    "CheckFailed",
+    "CheckResult",
+    "run_check",
+    "strict_mode",
+    "close",
+    "TORCH_SOFTMAX",
+]
+
+# PyTorch's softmax in each of its spellings, for an exercise that must do without it
+TORCH_SOFTMAX = (
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    "torch.Tensor.softmax",
+    "torch.nn.Softmax",
+)
 
 
 class CheckFailed(AssertionError):
@@ -69,6 +86,8 @@ def strict_mode() -> bool:
 
 
 def _short_unsafe(x: Any, width: int = 90) -> str:
+    if isinstance(x, torch.nn.Module):  # a model: its repr runs to many lines
+        return f"a {type(x).__name__} model"
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
         with torch.no_grad():
@@ -91,6 +110,35 @@ def _short(x: Any, width: int = 90) -> str:
         return _short_unsafe(x, width)
     except Exception:  # an answer whose repr fails must not crash the check
         return f"<{type(x).__name__} object that cannot be printed>"
+
+
+def _first_difference(got: Any, expected: Any) -> str:
+    """Where a tensor answer of the right shape first differs from the expected one
+    (``""`` when it does not apply): the printed values of both may start alike."""
+    try:
+        if not (
+            isinstance(got, torch.Tensor)
+            and isinstance(expected, torch.Tensor)
+            and got.shape == expected.shape
+            and got.numel() > 1
+        ):
+            return ""
+        g = got.detach().cpu().double().flatten()
+        e = expected.detach().cpu().double().flatten()
+        off = ~torch.isclose(g, e, atol=1e-5, rtol=1e-4)
+        if not bool(off.any()):
+            return ""
+        i = int(off.nonzero()[0])
+        index = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), got.shape))
+        where = index[0] if len(index) == 1 else list(index)
+        a, b = g[i].item(), e[i].item()
+        digits = 4 if f"{a:.4g}" != f"{b:.4g}" else 10
+        return (
+            f"; first difference at index {where}: got {a:.{digits}g}, "
+            f"expected {b:.{digits}g}"
+        )
+    except Exception:  # an answer the comparison cannot read: nothing to add
+        return ""
 
 
 def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
@@ -132,10 +180,25 @@ def close(got: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bo
 
 
 def _resolve(dotted: str) -> tuple[Any, str, Any]:
-    """``"attnlab.attention.attend"`` -> (module object, "attend", the function)."""
+    """``"attnlab.attention.attend"`` -> (module object, "attend", the function).
+
+    A method names its class as the owner: ``"torch.Tensor.softmax"`` ->
+    (``torch.Tensor``, "softmax", the method).
+    """
     mod_name, _, attr = dotted.rpartition(".")
-    module = importlib.import_module(mod_name)
-    return module, attr, getattr(module, attr)
+    try:
+        owner = importlib.import_module(mod_name)
+    except ImportError:  # a class's attribute: import its module, then walk to it
+        parent, _, cls = mod_name.rpartition(".")
+        if not parent:
+            raise
+        owner = getattr(importlib.import_module(parent), cls)
+        if not isinstance(owner, type):
+            raise
+    return owner, attr, getattr(owner, attr)
+
+
+_INHERITED = object()  # a patched method that its class inherited (restored by delattr)
 
 
 @contextlib.contextmanager
@@ -166,6 +229,17 @@ def _tripwires(forbid: Sequence[str], fn: Callable) -> Iterator[list[str]]:
     namespaces.append(getattr(fn, "__globals__", {}))
     patched = []  # (namespace, name, original)
     for dotted, _module, _attr, original in targets:
+        if isinstance(_module, type):  # a method (torch.Tensor.softmax): on its class
+            own_attr = _attr in vars(_module)
+
+            @functools.wraps(original)
+            def spy_method(*a, _d=dotted, _f=original, **k):
+                called.append(_d)
+                return _f(*a, **k)
+
+            setattr(_module, _attr, spy_method)
+            patched.append((_module, _attr, original if own_attr else _INHERITED))
+            continue
         if isinstance(original, type):
             # a class is spied on through its __init__ (patched on the class itself)
             init = original.__init__  # type: ignore[misc]
@@ -196,6 +270,8 @@ def _tripwires(forbid: Sequence[str], fn: Callable) -> Iterator[list[str]]:
         for owner, key, original in reversed(patched):
             if isinstance(owner, dict):
                 owner[key] = original
+            elif original is _INHERITED:  # the class had no own copy: drop the spy
+                delattr(owner, key)
             else:
                 setattr(owner, key, original)
 
@@ -273,6 +349,7 @@ def run_check(
             msg = (
                 f"case '{case.label}' — input {_short(case.args)}, got {_short(got)}, "
                 f"expected {_short(case.expected)}"
+                f"{_first_difference(got, case.expected)}"
             )
             if case.hint:
                 msg += f" — hint: {case.hint}"

@@ -42,20 +42,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
-class _CaseModel(Seq2Seq):
-    """A Seq2Seq whose repr fits on a check's one line (the default lists every layer)."""
-
-    def __repr__(self) -> str:
-        c = self.config
-        return f"Seq2Seq(attention={c.attention!r}, style={c.style!r}, vocab={c.tgt_vocab})"
-
-
 def _small_model(attention, style, seed, eos_bias=0.0):
     """An untrained model; ``eos_bias`` makes ``<eos>`` likelier, so rows end early."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         cfg = Seq2SeqConfig(9, 9, d_emb=4, d_hidden=4, attention=attention, style=style)
-        model = _CaseModel(cfg).eval()
+        model = Seq2Seq(cfg).eval()
         with torch.no_grad():
             model.decoder.out.bias[Vocab.eos_id] += eos_bias
     return model
@@ -113,56 +105,10 @@ def greedy_decode(fn: Callable) -> CheckResult:
     )
 
 
-@torch.no_grad()
-def _variant_greedy(model, src, n, max_len, *, feed_bos=False, zero_start=False):
-    """Greedy decoding with one of two usual bugs: <bos> fed at every step, or the
-    first state zeros instead of ``decoder.start(summary)`` (for the diagnosis)."""
-    ann, summary, mask = model.encode(src, n)
-    s = model.decoder.start(summary)
-    s = torch.zeros_like(s) if zero_start else s
-    y = torch.full((src.shape[0],), Vocab.bos_id)
-    done, out = torch.zeros(src.shape[0], dtype=torch.bool), []
-    for _ in range(max_len):
-        logits, s, _ = model.decoder.step(y, s, ann, mask, summary)
-        tok = logits.argmax(-1).masked_fill(done, Vocab.pad_id)
-        out.append(tok)
-        done = done | (tok == Vocab.eos_id)
-        y = torch.full_like(tok, Vocab.bos_id) if feed_bos else tok
-        if done.all():
-            break
-    return torch.stack(out, dim=1)
-
-
 def _diagnose_greedy(case: Case, got) -> str | None:
     """Name the usual bug of a decoding loop from its wrong ids."""
     exp = case.expected  # (B, T) ids
     max_len = case.args[3]
-    if isinstance(got, torch.Tensor) and got.dim() == 2 and got.shape == exp.shape:
-        wrong = got.long() != exp
-        if bool(wrong.any()) and bool(
-            (exp[wrong] == Vocab.eos_id).all() and (got[wrong] == Vocab.pad_id).all()
-        ):
-            return (
-                "a row's own <eos> is missing: write this step's token first, then mark "
-                "the row done, so that only the steps after its <eos> get <pad>"
-            )
-    if isinstance(got, torch.Tensor) and got.dim() == 2:
-        model, src, n = case.args[:3]
-        for kw, hint in [
-            (
-                {"feed_bos": True},
-                "feed back the token just chosen as the next input, "
-                "not <bos> again: the decoder must read what it wrote",
-            ),
-            (
-                {"zero_start": True},
-                "the first decoder state is "
-                "model.decoder.start(summary), not zeros: it carries the source",
-            ),
-        ]:
-            alt = _variant_greedy(model, src, n, max_len, **kw)
-            if alt.shape == got.shape and torch.equal(alt, got.long()):
-                return hint
     if not isinstance(got, torch.Tensor) or got.dim() != 2:
         return "return the ids as one (B, T) tensor: torch.stack(out, dim=1)"
     B, T = exp.shape
@@ -187,9 +133,50 @@ def _diagnose_greedy(case: Case, got) -> str | None:
         )
     if got.shape == exp.shape:
         wrong = got.long() != exp
+        if (
+            bool(wrong.any())
+            and bool((exp[wrong] == Vocab.eos_id).all())
+            and bool((got[wrong] == Vocab.pad_id).all())
+        ):
+            return (
+                "a row's own <eos> is written: mark the row done after writing this "
+                "step's token, and write <pad> only from the next step on"
+            )
         if bool(wrong.any()) and bool((exp[wrong] == Vocab.pad_id).all()):
             return "after a row has written <eos>, write <pad> in that row"
+    model, src, lengths, _ = case.args
+    if same(got, _greedy_variant(model, src, lengths, max_len, feed_bos=True)):
+        return (
+            "feed each step's prediction back as the next input: you gave the "
+            "decoder <bos> at every step"
+        )
+    if same(got, _greedy_variant(model, src, lengths, max_len, zero_start=True)):
+        return (
+            "start from s_0 = model.decoder.start(summary), not from zeros: the "
+            "first state carries the encoder's summary"
+        )
     return None
+
+
+@torch.no_grad()
+def _greedy_variant(model, src, lengths, max_len, feed_bos=False, zero_start=False):
+    """The decoding loop with one of two usual slips: <bos> fed at every step, or a
+    zero first state."""
+    ann, summary, mask = model.encode(src, lengths)
+    s = model.decoder.start(summary)
+    s = torch.zeros_like(s) if zero_start else s
+    y = torch.full((src.shape[0],), Vocab.bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    out = []
+    for _ in range(max_len):
+        logits, s, _ = model.decoder.step(y, s, ann, mask, summary)
+        y = logits.argmax(-1).masked_fill(done, Vocab.pad_id)
+        out.append(y)
+        done = done | (y == Vocab.eos_id)
+        if done.all():
+            break
+        y = torch.full_like(y, Vocab.bos_id) if feed_bos else y
+    return torch.stack(out, dim=1)  # (B, T)
 
 
 def _per_position_reference(pred, gold, pad_id):
@@ -223,9 +210,24 @@ def per_position_accuracy(fn: Callable) -> CheckResult:
             "only the T gold positions are scored",
         ),
         ("one row, one token", [[2]], [[2]], ""),
+        (
+            "gold rows padded, prediction short",
+            [[5, 6, 7], [8, 2, 0]],
+            [[5, 6, 7, 2], [8, 2, 0, 0]],
+            "past the end of a short prediction count pad_id: right where the gold "
+            "row is padded too",
+        ),
+        (
+            "pad_id is 1",
+            [[5, 6, 2], [7, 2, 1]],
+            [[5, 6, 2, 1], [7, 2, 1, 1]],
+            "use the pad_id argument, not a fixed id",
+        ),
     ]:
         p, g = torch.tensor(pred), torch.tensor(gold)
-        cases.append(Case(label, (p, g, 0), _per_position_reference(p, g, 0), hint))
+        pad = 1 if label == "pad_id is 1" else 0
+        expected = _per_position_reference(p, g, pad)
+        cases.append(Case(label, (p, g, pad), expected, hint))
     fn, compare = diagnosing(fn, cases, _diagnose_positions)
     return run_check(
         "per_position_accuracy",
@@ -242,8 +244,26 @@ def _diagnose_positions(case: Case, got) -> str | None:
     B, T = gold.shape
     if not isinstance(got, torch.Tensor):
         return "return a (T,) float tensor, one fraction per gold position"
+    short = pred.shape[1]
+    if short < T and got.shape == (short,):
+        if same(got.double(), (pred == gold[:, :short]).double().mean(0)):
+            return (
+                f"score all T = {T} gold positions, not the prediction's {short}: "
+                "past the end of a short prediction count pad_id"
+            )
     if got.shape == (B,) and B != T:
-        return "average over the rows (dim 0): one number per position, shape (T,)"
+        filled = torch.full_like(gold, pad_id)
+        filled[:, : min(T, short)] = pred[:, :T]
+        if same(got.double(), (filled == gold).double().mean(1)):
+            return "average over the rows (dim 0): one number per position, shape (T,)"
+        return f"one number per gold position: shape (T,) = ({T},), not ({B},)"
+    if pad_id != 0 and same(got.double(), _per_position_reference(pred, gold, 0)):
+        return "use the pad_id argument, not a fixed 0"
+    if short < T and same(got.double(), _per_position_reference(pred, gold, -1)):
+        return (
+            "past the end of a short prediction count pad_id (the argument): where "
+            "the gold row is padded too, that position is right"
+        )
     if got.shape == exp.shape and same(got.double(), exp * B):
         return "a fraction of the rows, not a count: divide by the number of rows"
     n = min(T, pred.shape[1])

@@ -22,7 +22,7 @@ import torch
 from ...attention import attend
 from ...scoring import AdditiveScore
 from ...toys import RECIPE_KEYS
-from ..check_core import Case, CheckResult, run_check, seeded
+from ..check_core import TORCH_SOFTMAX, Case, CheckResult, run_check, seeded
 from ..check_diagnose import diagnosing, is_constant, same
 
 __all__ = [
@@ -39,6 +39,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.attention.attend",
         "attnlab.mappings.softmax",
         "attnlab.course.ch02_recipe.widgets.query_vs_keys",
+        *TORCH_SOFTMAX,  # nor PyTorch's softmax, in any of its spellings
     ),
     "smallest_booster": (),  # its solution calls attend: the search is the exercise
     "factor_bilinear": (),  # the library has no factorisation
@@ -122,6 +123,10 @@ def _diagnose_additive(case: Case, got) -> str | None:
     hidden = (k @ W1.T).unsqueeze(-3) + (q @ W2.T).unsqueeze(-2)  # (..., T, S, Dh)
     if same(got, hidden @ v):
         return "apply tanh to W1 k_j + W2 q_t before the product with v"
+    if same(got, torch.tanh(hidden @ v)):
+        return (
+            "v weighs the tanh's outputs: tanh(W1 k_j + W2 q_t) @ v, not tanh(... @ v)"
+        )
     if same(got, torch.tanh(hidden).sum(-1)):
         return "weight the Dh hidden units with v: tanh(...) @ v, not a plain sum"
     if W1.shape == W2.shape:

@@ -164,6 +164,14 @@ def _diagnose_reinforce(case: Case, got) -> str | None:
             "every row is the same: each row must be one sampled key's estimate "
             "(torch.multinomial), not the exact gradient"
         )
+    p = torch.softmax(scores, -1)
+    eye = torch.eye(len(p), dtype=p.dtype)
+    grad_p = ((reward - baseline) * p)[:, None] * (eye - p)  # (n, n): (r_i - b) ∇p_i
+    if exp.var > 1e-12 and _rows_among(g, grad_p):
+        return (
+            "each row is (r_i − b) ∇p_i = (r_i − b) p_i (onehot(i) − p): REINFORCE "
+            "needs ∇ log p_i = onehot(i) − p, without the factor p_i"
+        )
     var = float(g.var(0).sum())
     if exp.var > 1e-12 and var < 0.5 * exp.var:
         return (
@@ -172,7 +180,6 @@ def _diagnose_reinforce(case: Case, got) -> str | None:
         )
     se = g.std(0) / n_samples**0.5
     if not bool(((g.mean(0) - exp.exact).abs() <= 5 * se + 1e-3).all()):
-        p = torch.softmax(scores, -1)
         if bool(
             (g.mean(0) - p * (reward - baseline)).abs().max() < 5 * se.max() + 1e-3
         ):
@@ -181,6 +188,12 @@ def _diagnose_reinforce(case: Case, got) -> str | None:
     if exp.max_var is not None and var > exp.max_var:
         return "subtract the baseline b from the reward before multiplying"
     return None
+
+
+def _rows_among(g: torch.Tensor, rows: torch.Tensor) -> bool:
+    """Is every row of ``g`` (K, n) one of the candidate ``rows`` (n, n)?"""
+    dist = (g[:, None, :] - rows[None]).abs().amax(-1)  # (K, n)
+    return bool((dist.amin(-1) <= 1e-6 * (1 + rows.abs().max())).all())
 
 
 # ------------------------------------------------------------ forward algorithm
@@ -195,7 +208,7 @@ def _crf_inputs() -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
             "binary chain, 5 positions",
             rnd(1, 5, 2),
             rnd(2, 2),
-            "a_i[c] = u_i[c] + logsumexp_c'(a_{i-1}[c'] + A[c', c])",
+            "a_i[c] = ψ_i[c] + logsumexp_c'(a_{i-1}[c'] + A[c', c])",
         ),
         ("a batch, 3 states", rnd(4, 6, 3), rnd(3, 3), "one chain per batch row"),
         ("length 1", rnd(2, 1, 3), rnd(3, 3), "one position: no transition at all"),
