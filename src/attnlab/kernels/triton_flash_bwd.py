@@ -29,7 +29,7 @@ from .triton_tiles import (
     autotune_configs,
     interpreting,
     launch_args,
-    prune_configs,
+    prune_for,
 )
 
 if triton is not None:
@@ -245,12 +245,11 @@ if triton is not None:
             mask=(rows[:, None] < T) & (dh[None, :] < Dh),
         )
 
-    _prune = {"early_config_prune": prune_configs}
     dkdv_tuned = triton.autotune(
-        autotune_configs("bwd"), key=TUNE_KEY, prune_configs_by=_prune
+        autotune_configs("dkdv"), key=TUNE_KEY, prune_configs_by=prune_for("dkdv")
     )(_bwd_dkdv_kernel)
     dq_tuned = triton.autotune(
-        autotune_configs("bwd"), key=TUNE_KEY, prune_configs_by=_prune
+        autotune_configs("dq"), key=TUNE_KEY, prune_configs_by=prune_for("dq")
     )(_bwd_dq_kernel)
 
 
