@@ -52,8 +52,9 @@ DQ_CONFIGS = [  # BLOCK_M query rows, BLOCK_N keys
     (32, 128, 4, 3),
 ]
 # dK/dV keeps four (BLOCK_N, head dim) blocks on chip (K, V and the two float32
-# accumulators): the most register-hungry kernel. Its default (first) tile is the one
-# that compiles without spills for sm_80 and sm_90a at head dim 64.
+# accumulators): the most register-hungry kernel. Its default (first) tile compiles
+# without spills for sm_80 and sm_90a at head dim 64 (64 x 64 with 4 warps spills 132 B
+# for sm_80); at head dim 128 the pruning leaves 32 x 64 with 8 warps first.
 DKDV_CONFIGS = [
     (32, 64, 4, 2),
     (64, 64, 4, 3),
@@ -61,7 +62,8 @@ DKDV_CONFIGS = [
     (128, 64, 8, 3),
     (64, 64, 8, 2),
     (32, 128, 4, 3),
-    (64, 32, 4, 2),
+    (32, 64, 8, 2),
+    (32, 32, 4, 2),
 ]
 BWD_CONFIGS = DQ_CONFIGS  # the name the bench scripts used before the split
 # float32 inputs multiply in exact float32 (``input_precision="ieee"``: no tensor cores)
@@ -78,8 +80,11 @@ def _wide(bm, bn, w):
     return bm * bn >= 128 * 128 or (bm == 128 and w < 8)
 
 
-def _wide_dkdv(bm, bn, w):  # measured: every 64-key tile spills at head dim 128
-    return bn >= 64 or bm * bn >= 128 * 64
+def _wide_dkdv(bm, bn, w):
+    # measured at head dim 128 (sm_80 / sm_90a): 64 x 64 spills even with 8 warps (20 /
+    # 24 B), 32 x 64 and 64 x 32 with 4 warps (132 / 8 B, 56 / 40 B); 32 x 64 with 8
+    # warps and 32 x 32 with 4 do not
+    return bm * bn > 32 * 64 or (bm * bn == 32 * 64 and w < 8)
 
 
 # the 16-bit tiles that spill at head dim >= 128 (ptxas for sm_80 / sm_90a), per kernel
