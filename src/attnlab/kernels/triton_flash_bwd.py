@@ -55,6 +55,7 @@ if triton is not None:
         do = tl.load(DO + ptr, mask=ok, other=0.0).to(tl.float32)
         tl.store(DELTA + n * T + rows, tl.sum(o * do, 1), mask=rows < T)
 
+    # dkdv-begin
     @triton.jit
     def _bwd_dkdv_tiles(dk, dv_acc, k, v, Qn, DOn, Ln, Dn, keep, cols_q, start, end,
                         T, W, qk_scale, sq_t, sq_d, sd_t, sd_d, dh, dv, Dh, Dv,
@@ -101,6 +102,7 @@ if triton is not None:
             dst_r = round_for_dot(dst, qt.dtype, DOT_FP32)  # (BN, BM)
             dk = tile_dot(dst_r, tl.trans(qt), dk, DOT_FP32)  # dK += dS^T Q  (BN, BDh)
         return dk, dv_acc
+        # dkdv-end
 
     @triton.jit
     def _bwd_dkdv_kernel(

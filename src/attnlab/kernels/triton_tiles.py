@@ -72,7 +72,7 @@ BWD_CONFIGS = DQ_CONFIGS  # the name the bench scripts used before the split
 FP32_CONFIGS = {
     "fwd": [(32, 32, 4, 2)],
     "dq": [(32, 32, 4, 2)],
-    "dkdv": [(32, 16, 4, 2)],
+    "dkdv": [(16, 16, 4, 2)],  # 32 x 16 spills 8 B for sm_80
 }
 
 
