@@ -301,6 +301,9 @@ def _through_autotuner(tuner, kind, monkeypatch, call):
     monkeypatch.setattr(tuner, "cache_results", False)
     monkeypatch.setattr(tuner, "_bench", bench)
     monkeypatch.setattr(tuner, "fn", types.SimpleNamespace(run=lambda *a, **k: None))
+    if kind == "dq":  # the backward runs dK/dV first: stub it too (nothing launches)
+        stub = types.SimpleNamespace(run=lambda *a, **k: None)
+        monkeypatch.setattr(bwd.dkdv_tuned, "fn", stub)
     call()
     return seen or [tiles._row(tuner.best_config)]
 
