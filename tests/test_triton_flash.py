@@ -334,7 +334,9 @@ def test_autotuner_prunes_by_the_head_dim_it_is_given(kind, monkeypatch):
     d128 = _through_autotuner(tuner, kind, monkeypatch, call(128, torch.bfloat16))
     f32 = _through_autotuner(tuner, kind, monkeypatch, call(64, torch.float32))
     assert d64 == list(rows16)  # nothing pruned at n >= 2k, head dim 64
-    assert 0 < len(d128) < len(d64) and set(d128) <= set(d64)
+    assert 0 < len(d128) <= len(d64) and set(d128) <= set(d64)
+    if kind != "dq":  # dQ: none of its 16-bit tiles spills at head dim 128
+        assert len(d128) < len(d64)
     assert not any(tiles.WIDE_HEAD_DROP[kind](bm, bn, w) for bm, bn, w, _ in d128)
     assert d128[0] == tiles.default_config(kind, torch.bfloat16, 128)
     assert set(f32) <= set(fp32) and f32[0] == tiles.default_config(kind, torch.float32)
