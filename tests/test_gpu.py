@@ -5,7 +5,10 @@ without CUDA; CI has none). The same checks on a CPU are in test_efficient.py
 On CUDA, ``attnlab.flash_attention`` runs the Triton kernels forward and backward: the
 output and the gradients must be within 1.5x SDPA's error against a float64 reference on
 the same rounded inputs, with sharp logits; also with grouped-query attention, a key
-padding mask and a sliding window (bench/attention_gpu_check.py runs this file first)."""
+padding mask and a sliding window; at head dim 128 (other default tiles); float32 on
+its own IEEE tiles (bench/attention_gpu_check.py runs this file first). What runs
+without a GPU: tests/test_triton_compile.py compiles every kernel for sm_80 and sm_90
+and reads from the compiled code that the products and the roundings are 16-bit."""
 
 from __future__ import annotations
 
@@ -109,6 +112,50 @@ def test_triton_masks_and_groups_16bit_within_sdpa_error(dtype, what):
     e_sdpa = _errors(sdpa, q, k, v, dout, ref.detach(), ref_g)
     for what_, a, b in zip(("out", "dq", "dk", "dv"), e_ours, e_sdpa):
         assert a <= 1.5 * b, f"{what_}: ours {a:.2e} > 1.5 x SDPA's {b:.2e}"
+
+
+def _triton_errors_vs_sdpa(dtype, d, causal=True, n=1024):
+    """Errors (out, dq, dk, dv) of the Triton kernels and of SDPA, in ``dtype``, against
+    a float64 reference on the same rounded inputs (sharp logits)."""
+    from attnlab.kernels import triton_flash
+
+    if not triton_flash.available():
+        pytest.skip("Triton is not installed")
+    gen = torch.Generator(device="cuda").manual_seed(d + causal)
+    q, k, v, dout = (
+        (torch.randn(2, 4, n, d, device="cuda", generator=gen) * m).to(dtype)
+        for m in (3.0, 3.0, 1.0, 1.0)
+    )  # (B, H, n, d)
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(q64, k64, v64, is_causal=causal)
+    ref_g = torch.autograd.grad(ref, (q64, k64, v64), dout.double())
+
+    def ours(q, k, v):
+        return triton_flash.triton_flash_attention(q, k, v, is_causal=causal)
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    e_ours = _errors(ours, q, k, v, dout, ref.detach(), ref_g)
+    e_sdpa = _errors(sdpa, q, k, v, dout, ref.detach(), ref_g)
+    return e_ours, e_sdpa
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_triton_head_dim_128_16bit_within_sdpa_error(dtype):
+    """Head dim 128 runs other default tiles (dK/dV: 32 x 64, 8 warps): the 16-bit
+    products and the rounding of P and dS within 1.5x SDPA's error against float64."""
+    e_ours, e_sdpa = _triton_errors_vs_sdpa(dtype, 128)
+    for what, a, b in zip(("out", "dq", "dk", "dv"), e_ours, e_sdpa):
+        assert a <= 1.5 * b, f"{what}: ours {a:.2e} > 1.5 x SDPA's {b:.2e}"
+
+
+def test_triton_float32_is_exact_float32():
+    """float32 inputs multiply in IEEE float32 (no TF32) on their own small tiles: the
+    output and the gradients are float32-accurate against float64."""
+    e_ours, _ = _triton_errors_vs_sdpa(torch.float32, 64, n=512)
+    for what, a in zip(("out", "dq", "dk", "dv"), e_ours):
+        assert a < 1e-4, f"{what}: {a:.2e} against float64"
 
 
 @pytest.mark.parametrize("causal", [False, True])

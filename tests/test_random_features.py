@@ -14,19 +14,36 @@ from attnlab.random_features import (
 )
 
 
-def test_kernel_estimate_is_unbiased():
+@pytest.mark.parametrize("orthogonal", [False, True])
+def test_kernel_estimate_is_unbiased(orthogonal):
     """The mean of phi(q) . phi(k) over independent draws approaches exp(q . k)."""
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 8, generator=g, dtype=torch.float64) * 0.5  # (2, d)
     exact = torch.exp(q @ k)
     draws = []
     for _ in range(400):
-        w = random_projection(16, 8, orthogonal=False, generator=g).double()
+        w = random_projection(16, 8, orthogonal=orthogonal, generator=g).double()
         draws.append(positive_random_features(q, w) @ positive_random_features(k, w))
     est = torch.stack(draws)
     sem = est.std() / len(draws) ** 0.5
     assert abs(est.mean() - exact) < 4 * sem  # within 4 standard errors
     assert (est > 0).all()  # positive features: positive estimates
+
+
+@pytest.mark.parametrize("orthogonal", [False, True])
+def test_projection_rows_point_every_way_equally(orthogonal):
+    """Every coordinate of W's rows has mean 0 and variance 1 (a Gaussian direction).
+    A QR without fixing R's diagonal signs leaves a mean near -0.05 per coordinate
+    (about 6 standard errors here), which biases the kernel estimate."""
+    g = torch.Generator().manual_seed(3)
+    w = random_projection(16384, 16, orthogonal=orthogonal, generator=g).double()
+    se = w.std(0) / w.shape[0] ** 0.5  # (16,)
+    assert (w.mean(0).abs() < 4 * se).all(), w.mean(0)
+    assert ((w.var(0) - 1).abs() < 0.1).all()
+    if orthogonal:  # each block of 16 rows is orthogonal
+        b = w[:16] / w[:16].norm(dim=-1, keepdim=True)
+        eye = torch.eye(16, dtype=b.dtype)
+        torch.testing.assert_close(b @ b.T, eye, atol=1e-5, rtol=0)  # float32 W
 
 
 @pytest.mark.parametrize("orthogonal", [False, True])

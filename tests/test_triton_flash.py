@@ -9,6 +9,7 @@ cleanly when triton is not installed.
 from __future__ import annotations
 
 import os
+import types
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -273,23 +274,97 @@ def test_two_stage_loop_visits_the_plan(T, S, causal, window, align):
     assert skipped_any == (causal or window is not None)
 
 
-def test_interpreter_pins_one_config_and_pruning_keeps_the_fitting_tiles():
+def test_interpreter_pins_one_config():
     assert len(tf._fwd_tuned.configs) == 1 and len(bwd.dq_tuned.configs) == 1
-    cfgs = [
+    assert len(bwd.dkdv_tuned.configs) == 1
+
+
+def _through_autotuner(tuner, kind, monkeypatch, call):
+    """Run ``call`` (a library wrapper) with ``tuner`` holding every GPU configuration,
+    as on a GPU, and return the tiles its pruning hands to the benchmark: Triton's own
+    ``Autotuner.run`` calls the pruning with the arguments the wrapper passed. Nothing
+    launches (the benchmark and the kernel are stubbed); the launch arguments are a GPU
+    launch's (``DOT_FP32`` only for float32 inputs)."""
+    full = [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in tf.FWD_CONFIGS
+        for bm, bn, w, s in tiles.config_rows(kind)
     ]
-    big = tf.prune_configs(cfgs, {"T_KEY": 16384, "S_KEY": 16384, "BLOCK_DH": 64})
-    assert big == cfgs  # nothing pruned at n = 16k, head dim 64
-    d128 = tf.prune_configs(cfgs, {"T_KEY": 16384, "S_KEY": 16384, "BLOCK_DH": 128})
-    assert all(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] < 128 * 128 for c in d128)
-    assert all(c.num_warps == 8 for c in d128 if c.kwargs["BLOCK_M"] == 128)
-    assert 0 < len(d128) < len(cfgs)
-    small = tf.prune_configs(cfgs, {"T_KEY": 128, "S_KEY": 64, "BLOCK_DH": 64})
-    assert 0 < len(small) < len(cfgs)
-    assert all(c.kwargs["BLOCK_N"] <= 64 for c in small)
-    tiny = tf.prune_configs(cfgs, {"T_KEY": 1, "S_KEY": 1, "BLOCK_DH": 16})
+    seen = []
+
+    def bench(*args, config, **kwargs):
+        seen.append(tiles._row(config))
+        return [float(len(seen))] * 3  # the first is the fastest
+
+    monkeypatch.setattr(tiles, "interpreting", lambda: False)  # launch_args' view only
+    monkeypatch.setattr(tuner, "configs", full)
+    monkeypatch.setattr(tuner, "cache", {})
+    monkeypatch.setattr(tuner, "cache_results", False)
+    monkeypatch.setattr(tuner, "_bench", bench)
+    monkeypatch.setattr(tuner, "fn", types.SimpleNamespace(run=lambda *a, **k: None))
+    if kind == "dq":  # the backward runs dK/dV first: stub it too (nothing launches)
+        stub = types.SimpleNamespace(run=lambda *a, **k: None)
+        monkeypatch.setattr(bwd.dkdv_tuned, "fn", stub)
+    call()
+    return seen or [tiles._row(tuner.best_config)]
+
+
+def _fwd_call(dh, dtype, n=4096):
+    q = torch.zeros(1, 1, n, dh, dtype=dtype)
+    return lambda: tf.triton_flash_forward(q, q, q, is_causal=True)
+
+
+def _bwd_call(dh, dtype, n=2048):
+    q = torch.zeros(1, 1, n, dh, dtype=dtype)
+    lse = torch.zeros(1, 1, n)
+    return lambda: tf.triton_flash_backward(q, q, q, q, lse, q, is_causal=True)
+
+
+@pytest.mark.parametrize("kind", ["fwd", "dkdv", "dq"])
+def test_autotuner_prunes_by_the_head_dim_it_is_given(kind, monkeypatch):
+    """Through Triton's autotuner: at head dim 128 the 16-bit tiles that spill are
+    dropped (BLOCK_DH reaches the pruning as a keyword argument), at 64 none are;
+    float32 inputs get the float32 tiles only."""
+    tuner = {"fwd": tf._fwd_tuned, "dkdv": bwd.dkdv_tuned, "dq": bwd.dq_tuned}[kind]
+    call = _fwd_call if kind == "fwd" else _bwd_call
+    rows16 = {"fwd": tiles.FWD_CONFIGS, "dkdv": tiles.DKDV_CONFIGS}.get(
+        kind, tiles.DQ_CONFIGS
+    )
+    fp32 = tiles.FP32_CONFIGS[kind]
+    d64 = _through_autotuner(tuner, kind, monkeypatch, call(64, torch.bfloat16))
+    d128 = _through_autotuner(tuner, kind, monkeypatch, call(128, torch.bfloat16))
+    f32 = _through_autotuner(tuner, kind, monkeypatch, call(64, torch.float32))
+    assert d64 == list(rows16)  # nothing pruned at n >= 2k, head dim 64
+    assert 0 < len(d128) <= len(d64) and set(d128) <= set(d64)
+    if kind != "dq":  # dQ: none of its 16-bit tiles spills at head dim 128
+        assert len(d128) < len(d64)
+    assert not any(tiles.WIDE_HEAD_DROP[kind](bm, bn, w) for bm, bn, w, _ in d128)
+    assert d128[0] == tiles.default_config(kind, torch.bfloat16, 128)
+    assert set(f32) <= set(fp32) and f32[0] == tiles.default_config(kind, torch.float32)
+
+
+def test_autotuner_pinned_and_small_problems(monkeypatch):
+    """ATTNLAB_TRITON_AUTOTUNE=0 runs the default tile without benchmarking; a short
+    sequence drops the tiles wider than it, never all of them."""
+    monkeypatch.setenv("ATTNLAB_TRITON_AUTOTUNE", "0")
+    pinned = _through_autotuner(
+        tf._fwd_tuned, "fwd", monkeypatch, _fwd_call(128, torch.float16)
+    )
+    assert pinned == [tiles.default_config("fwd", torch.float16, 128)]
+    monkeypatch.delenv("ATTNLAB_TRITON_AUTOTUNE")
+    small = _through_autotuner(
+        tf._fwd_tuned, "fwd", monkeypatch, _fwd_call(64, torch.bfloat16, n=64)
+    )
+    assert small and all(bm <= 64 and bn <= 64 for bm, bn, _, _ in small)
+    tiny = _through_autotuner(
+        tf._fwd_tuned, "fwd", monkeypatch, _fwd_call(16, torch.bfloat16, n=1)
+    )
     assert len(tiny) == 1  # never empty
+
+
+def test_pruning_refuses_a_launch_without_the_head_dim():
+    cfgs = [tiles._Cfg(*r) for r in tiles.FWD_CONFIGS]
+    with pytest.raises(KeyError, match="BLOCK_DH"):
+        tiles.prune_configs(cfgs, {"T_KEY": 64, "S_KEY": 64}, DOT_FP32=False)
 
 
 def test_cpu_tensors_without_interpreter_are_refused(monkeypatch):
@@ -310,9 +385,10 @@ def test_bad_dtype_and_shapes():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("T,S", [(64, 64), (48, 80)])
-def test_half_precision_within_2x_sdpa_error(dtype, causal, T, S):
+def test_half_precision_within_1_5x_sdpa_error(dtype, causal, T, S):
     """Statistics in float32: the output's error against a float64 reference on the
-    same rounded inputs is within 2x SDPA's own in the same dtype (sharp logits)."""
+    same rounded inputs is within 1.5x SDPA's own in the same dtype (sharp logits), the
+    limit chapter 8 states."""
     gen = torch.Generator().manual_seed(T + S + causal)
     q, k, v = (
         (torch.randn(1, 2, n, 32, generator=gen, dtype=torch.float64) * m).to(dtype)
@@ -330,4 +406,4 @@ def test_half_precision_within_2x_sdpa_error(dtype, causal, T, S):
     assert out.dtype == dtype and lse.dtype == torch.float32
     e_ours = (out.cpu().double() - ref).abs().max().item()
     e_sdpa = (sdpa.double() - ref).abs().max().item()
-    assert e_ours <= 2 * e_sdpa, f"triton {e_ours:.2e} > 2 x SDPA's {e_sdpa:.2e}"
+    assert e_ours <= 1.5 * e_sdpa, f"triton {e_ours:.2e} > 1.5 x SDPA's {e_sdpa:.2e}"

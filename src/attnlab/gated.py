@@ -34,8 +34,12 @@ the state reads what it already stores there, ``S^T k_t``, and writes only a fra
 .. math:: S_t = g_t\\,(I - \\beta_t k_t k_t^\\top)\\,S_{t-1} + \\beta_t k_t v_t^\\top,
           \\qquad \\mathrm{out}_t = S_t^\\top q_t,
 
-so a repeated key overwrites its old value instead of adding to it; with unit-norm keys
-and ``beta = 1`` it stores up to ``Dh`` linearly independent keys without interference.
+so a repeated key overwrites its old value instead of adding to it. With unit-norm keys
+and ``beta = 1`` the latest write reads back exactly, and *orthogonal* keys (at most
+``Dh``) are all stored without interference (as they are by the additive rule). Keys
+that are merely linearly independent still interfere: one pass over them is one sweep of
+an iterative least-squares solver (Kaczmarz's), not its solution, so the older keys read
+back with an error that further sweeps, not this single pass, would remove.
 With a gate ``g_t`` it is Gated DeltaNet (Yang, Kautz & Hatamizadeh 2024, used by
 Qwen3-Next's linear layers): :func:`gated_delta_rule`. No feature map and no normaliser
 (q and k are L2-normalised instead), as in those models. Every 16-bit input is computed

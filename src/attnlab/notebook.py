@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .devices import device
@@ -81,6 +83,11 @@ def glue(name: str, value, display: bool = False):
     ``value`` itself, unchanged.
     """
     shown = _plain_number(value)
+    if shown is None or (isinstance(shown, float) and not math.isfinite(shown)):
+        raise ValueError(
+            f"glue({name!r}): {shown!r} is not a value to print (a missing or NaN "
+            "number must stop the build, never reach the page)"
+        )
     try:
         from myst_nb import glue as _myst_glue
     except ImportError:

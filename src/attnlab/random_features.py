@@ -10,9 +10,9 @@ so with ``m`` draws stacked as the rows of ``W (m, d)`` the features
 :math:`\phi(x) = \exp(W x - \lVert x\rVert^2/2) / \sqrt m` give an unbiased estimate
 :math:`\phi(q)\cdot\phi(k)` of the kernel, and attention becomes linear attention with
 these features (:func:`attnlab.linear_attention`'s associativity). The features are
-positive, so the estimated weights are too; the variance grows with
-:math:`\lVert q\rVert\,\lVert k\rVert` (sharp attention is hard to estimate) and falls as
-``1/m``. Orthogonal draws (blocks of orthogonal rows rescaled to Gaussian norms) lower it
+positive, so the estimated weights are too; the relative variance of one feature
+product is :math:`e^{\lVert q + k\rVert^2} - 1` (sharp attention is hard to estimate) and
+the estimate's falls as ``1/m``. Orthogonal draws (blocks of orthogonal rows rescaled to Gaussian norms) lower it
 further.
 
 Shapes: ``q (..., T, d)``, ``k (..., S, d)``, ``v (..., S, dv)``; the scale
@@ -47,7 +47,11 @@ def random_projection(
     blocks = []
     for _ in range(math.ceil(m / d)):
         g = torch.randn(d, d, generator=generator)
-        qmat, _ = torch.linalg.qr(g)  # (d, d), orthonormal columns
+        qmat, r = torch.linalg.qr(g)  # (d, d), orthonormal columns
+        # QR leaves each column's sign to the algorithm (Householder: R's diagonal may
+        # be negative), which skews the directions; fixing R's diagonal positive makes
+        # Q Haar-distributed (uniform over orthogonal matrices, Mezzadri 2007)
+        qmat = qmat * torch.sign(torch.diagonal(r))  # column j times sign(R_jj)
         blocks.append(qmat.T)
     w = torch.cat(blocks)[:m]  # (m, d), unit rows
     norms = torch.randn(m, d, generator=generator).norm(dim=-1, keepdim=True)

@@ -52,6 +52,9 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
 from .triton_flash_bwd import backward3
 from .triton_tiles import (  # noqa: F401  (the configurations: re-exported)
     BWD_CONFIGS,
+    DKDV_CONFIGS,
+    DQ_CONFIGS,
+    FP32_CONFIGS,
     FWD_CONFIGS,
     INTERPRETER_CONFIGS,
     LOG2E,
@@ -61,6 +64,7 @@ from .triton_tiles import (  # noqa: F401  (the configurations: re-exported)
     interpreting,
     launch_args,
     prune_configs,
+    prune_for,
 )
 
 if triton is not None:
@@ -77,6 +81,7 @@ __all__ = [
 
 if triton is not None:
     # kernel-begin
+    @triton.jit
     def _fwd_tiles(acc, l_i, m_i, q, Kn, Vn, KPMn, rows_k, start, end, S, W, qk_scale,
                    sk_s, sk_d, sv_s, sv_d, dh, dv, Dh, Dv, BLOCK_N: tl.constexpr,
                    MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
@@ -169,9 +174,8 @@ if triton is not None:
         tl.store(L + n * T + rows, lse, mask=rows < T)
         # kernel-end
 
-    _prune = {"early_config_prune": prune_configs}
     _fwd_tuned = triton.autotune(
-        autotune_configs("fwd"), key=TUNE_KEY, prune_configs_by=_prune
+        autotune_configs("fwd"), key=TUNE_KEY, prune_configs_by=prune_for("fwd")
     )(_flash_fwd_kernel)
 
 

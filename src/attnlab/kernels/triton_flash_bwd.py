@@ -29,7 +29,7 @@ from .triton_tiles import (
     autotune_configs,
     interpreting,
     launch_args,
-    prune_configs,
+    prune_for,
 )
 
 if triton is not None:
@@ -55,6 +55,7 @@ if triton is not None:
         do = tl.load(DO + ptr, mask=ok, other=0.0).to(tl.float32)
         tl.store(DELTA + n * T + rows, tl.sum(o * do, 1), mask=rows < T)
 
+    # dkdv-begin
     @triton.jit
     def _bwd_dkdv_tiles(dk, dv_acc, k, v, Qn, DOn, Ln, Dn, keep, cols_q, start, end,
                         T, W, qk_scale, sq_t, sq_d, sd_t, sd_d, dh, dv, Dh, Dv,
@@ -101,6 +102,7 @@ if triton is not None:
             dst_r = round_for_dot(dst, qt.dtype, DOT_FP32)  # (BN, BM)
             dk = tile_dot(dst_r, tl.trans(qt), dk, DOT_FP32)  # dK += dS^T Q  (BN, BDh)
         return dk, dv_acc
+        # dkdv-end
 
     @triton.jit
     def _bwd_dkdv_kernel(
@@ -245,12 +247,11 @@ if triton is not None:
             mask=(rows[:, None] < T) & (dh[None, :] < Dh),
         )
 
-    _prune = {"early_config_prune": prune_configs}
     dkdv_tuned = triton.autotune(
-        autotune_configs("bwd"), key=TUNE_KEY, prune_configs_by=_prune
+        autotune_configs("dkdv"), key=TUNE_KEY, prune_configs_by=prune_for("dkdv")
     )(_bwd_dkdv_kernel)
     dq_tuned = triton.autotune(
-        autotune_configs("bwd"), key=TUNE_KEY, prune_configs_by=_prune
+        autotune_configs("dq"), key=TUNE_KEY, prune_configs_by=prune_for("dq")
     )(_bwd_dq_kernel)
 
 

@@ -29,9 +29,10 @@ def interpreting() -> bool:
 
 
 # ------------------------------------------------------------------ autotuning configs
-# (BLOCK_M, BLOCK_N, num_warps, num_stages). The GPU lists follow the tutorial's Hopper
-# choices (BM = 128 with 8 warps, BN 32..128, 2..4 stages); the pruning below drops the
-# tiles larger than the problem and, at head dim 128, the register-hungry ones.
+# (BLOCK_M, BLOCK_N, num_warps, num_stages). The 16-bit lists follow the tutorial's Hopper
+# choices (BM = 128 with 8 warps, BN 32..128, 2..4 stages). The first row that survives
+# the pruning below is a kernel's *default tile* (the one ATTNLAB_TRITON_AUTOTUNE=0 pins);
+# tests/test_triton_compile.py compiles it for sm_80 and sm_90 and fails on a spill.
 FWD_CONFIGS = [
     (128, 64, 8, 3),
     (128, 64, 4, 3),
@@ -42,7 +43,7 @@ FWD_CONFIGS = [
     (64, 128, 4, 3),
     (128, 64, 8, 4),
 ]
-BWD_CONFIGS = [  # used by both backward kernels: BLOCK_M query rows, BLOCK_N keys
+DQ_CONFIGS = [  # BLOCK_M query rows, BLOCK_N keys
     (64, 64, 4, 3),
     (64, 128, 8, 3),
     (128, 64, 8, 3),
@@ -50,38 +51,133 @@ BWD_CONFIGS = [  # used by both backward kernels: BLOCK_M query rows, BLOCK_N ke
     (64, 64, 8, 2),
     (32, 128, 4, 3),
 ]
+# dK/dV keeps four (BLOCK_N, head dim) blocks on chip (K, V and the two float32
+# accumulators): the most register-hungry kernel. Its default (first) tile compiles
+# without spills for sm_80 and sm_90a at head dim 64 (64 x 64 with 4 warps spills 132 B
+# for sm_80); at head dim 128 the pruning leaves 32 x 64 with 8 warps first.
+DKDV_CONFIGS = [
+    (32, 64, 4, 2),
+    (64, 64, 4, 3),
+    (64, 128, 8, 3),
+    (128, 64, 8, 3),
+    (64, 64, 8, 2),
+    (32, 128, 4, 3),
+    (32, 64, 8, 2),
+    (32, 32, 4, 2),
+]
+BWD_CONFIGS = DQ_CONFIGS  # the name the bench scripts used before the split
+# float32 inputs multiply in exact float32 (``input_precision="ieee"``: no tensor cores)
+# with the operands in registers: the 16-bit tiles spill there (4.9 KB at 128 x 64 for
+# the forward), so float32 gets its own small tiles, compiled spill-free
+FP32_CONFIGS = {
+    "fwd": [(32, 32, 4, 2)],
+    "dq": [(32, 32, 4, 2)],
+    "dkdv": [(16, 16, 4, 2)],  # 32 x 16 spills 8 B for sm_80
+}
+
+
+def _wide(bm, bn, w):
+    return bm * bn >= 128 * 128 or (bm == 128 and w < 8)
+
+
+def _wide_dkdv(bm, bn, w):
+    # measured at head dim 128 (sm_80 / sm_90a): 64 x 64 spills even with 8 warps (20 /
+    # 24 B), 32 x 64 and 64 x 32 with 4 warps (132 / 8 B, 56 / 40 B); 32 x 64 with 8
+    # warps and 32 x 32 with 4 do not
+    return bm * bn > 32 * 64 or (bm * bn == 32 * 64 and w < 8)
+
+
+# the 16-bit tiles that spill at head dim >= 128 (ptxas for sm_80 / sm_90a), per kernel
+WIDE_HEAD_DROP = {"fwd": _wide, "dkdv": _wide_dkdv, "dq": _wide}
 # under the interpreter: one pinned configuration each (autotune would run them all);
 # small and unequal tiles, so that the tests cross several tiles of each kind
 INTERPRETER_CONFIGS = {"fwd": (32, 16, 4, 1), "bwd": (16, 32, 4, 1)}
 
 
-def prune_configs(configs, named_args, **kwargs):
-    """Autotune's early pruning: drop tiles wider than the (power-of-two rounded) problem
-    and, at head dim >= 128, tiles of 128 x 128 or with 4 warps and BM = 128 (register
-    spills). Always keeps at least one configuration."""
-    t_key, s_key = named_args["T_KEY"], named_args["S_KEY"]
-    d = named_args.get("BLOCK_DH", 64)
+def _row(c):
+    return (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+
+
+def prune_configs(configs, named_args, *, kernel="fwd", **kwargs):
+    """Autotune's early pruning, as Triton's autotuner calls it: ``named_args`` holds
+    the positional arguments, ``kwargs`` the keyword ones (``BLOCK_DH``, ``DOT_FP32``:
+    the wrappers pass the constexprs by keyword). Keeps the float32 tiles for float32
+    inputs and the 16-bit ones otherwise; drops tiles wider than the (power-of-two
+    rounded) problem and, at head dim >= 128, the tiles that spill registers for this
+    kernel. With ``ATTNLAB_TRITON_AUTOTUNE=0`` keeps only the first survivor (the
+    default tile), with ``ATTNLAB_TRITON_TUNE=k`` the first k. Always keeps at least one configuration."""
+    args = {**named_args, **kwargs}
+    for name in ("T_KEY", "S_KEY", "BLOCK_DH", "DOT_FP32"):
+        if name not in args:
+            raise KeyError(f"prune_configs: the launch passed no {name}")
+    t_key, s_key, d = args["T_KEY"], args["S_KEY"], args["BLOCK_DH"]
+    fp32 = FP32_CONFIGS[kernel]
     keep = []
     for c in configs:
-        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+        bm, bn, w, _ = _row(c)
+        if (_row(c) in fp32) != bool(args["DOT_FP32"]) and len(configs) > 1:
+            continue
         if bm > max(t_key, 16) or bn > max(s_key, 16):
             continue
-        if d >= 128 and (bm * bn >= 128 * 128 or (bm == 128 and c.num_warps < 8)):
+        if d >= 128 and WIDE_HEAD_DROP[kernel](bm, bn, w):
             continue
         keep.append(c)
-    if not keep:  # the smallest tile always fits
-        keep = [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+    if not keep:  # the smallest tile of the right kind always fits
+        kind = [c for c in configs if (_row(c) in fp32) == bool(args["DOT_FP32"])]
+        keep = [
+            min(
+                kind or configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"]
+            )
+        ]
+    if os.environ.get("ATTNLAB_TRITON_AUTOTUNE", "1") == "0":  # GPU tests: pinned
+        keep = keep[:1]
+    elif os.environ.get("ATTNLAB_TRITON_TUNE"):  # a short tuning (the GPU check)
+        keep = keep[: max(1, int(os.environ["ATTNLAB_TRITON_TUNE"]))]
     return keep
 
 
-def autotune_configs(kind):
+def prune_for(kernel):
+    """The ``prune_configs_by`` argument of one kernel's autotuner."""
+
+    def prune(configs, named_args, **kwargs):
+        return prune_configs(configs, named_args, kernel=kernel, **kwargs)
+
+    return {"early_config_prune": prune}
+
+
+def config_rows(kernel):
+    """The (BLOCK_M, BLOCK_N, num_warps, num_stages) rows a kernel's autotuner holds
+    (``kernel`` in fwd, dkdv, dq): the 16-bit tiles, then the float32 ones."""
+    rows = {"fwd": FWD_CONFIGS, "dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS}[kernel]
+    return rows + FP32_CONFIGS[kernel]
+
+
+def default_config(kernel, dtype, head_dim=64):
+    """The tile a kernel runs at a long sequence (n = 16k) when autotuning is off: the
+    first configuration that the pruning keeps for this dtype and head dim."""
+    cfgs = [_Cfg(*r) for r in config_rows(kernel)]
+    keep = prune_configs(
+        cfgs,
+        {"T_KEY": 16384, "S_KEY": 16384},
+        kernel=kernel,
+        BLOCK_DH=max(16, 1 << (head_dim - 1).bit_length()),
+        DOT_FP32=dtype == torch.float32,
+    )
+    return _row(keep[0])
+
+
+class _Cfg:  # the two fields of triton.Config that the pruning reads
+    def __init__(self, bm, bn, w, s):
+        self.kwargs = {"BLOCK_M": bm, "BLOCK_N": bn}
+        self.num_warps, self.num_stages = w, s
+
+
+def autotune_configs(kernel):
     if triton is None:  # pragma: no cover
         return []
-    rows = FWD_CONFIGS if kind == "fwd" else BWD_CONFIGS
+    rows = config_rows(kernel)
     if interpreting():
-        rows = [INTERPRETER_CONFIGS[kind]]
-    elif os.environ.get("ATTNLAB_TRITON_AUTOTUNE", "1") == "0":  # GPU tests: pinned
-        rows = rows[:1]
+        rows = [INTERPRETER_CONFIGS["fwd" if kernel == "fwd" else "bwd"]]
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
         for bm, bn, w, s in rows
