@@ -262,12 +262,7 @@ ALIGNS = ("top_left", "bottom_right")
 
 def check_window(window) -> None:
     """A band's half-width: ``None`` (no band) or an int >= 0."""
-    if window is None:
-        return
-    if isinstance(window, bool) or not isinstance(window, int):
-        raise TypeError(f"window must be an int >= 0, got {window!r}")
-    if window < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
+    V.integer(window, "window", "band", low=0, optional=True)
 
 
 def check_align(align) -> None:
