@@ -11,16 +11,19 @@ decoding one token at a time.
 
 from __future__ import annotations
 
-import math
-
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from .. import validation as V
 from ..mappings.basic import upcast
 from ..masking import position_mask
 from .rope import RoPE, alibi_bias
 
-__all__ = ["Attention", "Cache", "RMSNorm", "attend"]
+__all__ = ["Attention", "Cache", "RMSNorm", "attend", "IMPLEMENTATIONS"]
+
+# the attention implementations, chosen per layer as transformers' attn_implementation
+IMPLEMENTATIONS = ("sdpa", "eager")
 
 
 class RMSNorm(nn.Module):
@@ -28,8 +31,9 @@ class RMSNorm(nn.Module):
 
     def __init__(self, dim: int, eps: float = 1e-6) -> None:
         super().__init__()
+        dim = V.integer(dim, "dim", "RMSNorm", low=1)
         self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
+        self.eps = V.real(eps, "eps", "RMSNorm", low=0.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = upcast(x)
@@ -116,10 +120,9 @@ def attend(
     return weights @ v, weights  # (B, H, T, S) @ (B, H, S, Dv) -> (B, H, T, Dv)
 
 
-def positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Attention: {name} must be a positive int, got {value!r}")
-    return value
+def positive_int(value, name: str, fn: str = "Attention") -> int:
+    """A size: an int >= 1 (Python or NumPy), through :func:`attnlab.validation.integer`."""
+    return V.integer(value, name, fn, low=1)
 
 
 def merge_attn_mask(mask: torch.Tensor | None, attn_mask, T: int, S: int):
@@ -153,7 +156,10 @@ class Attention(nn.Module):
     alibi : bool
         Add ALiBi's ``-m_h·(i - j)`` to the scores (Press et al. 2022).
     qk_norm : bool
-        RMSNorm over each head's query and key before RoPE (Qwen3, OLMo 2).
+        RMSNorm over each head's query and key before RoPE (Qwen3, Gemma 3). OLMo 2
+        normalises differently: one RMSNorm over the whole query projection (width
+        H·Dh) and one over the whole key projection, before the split into heads,
+        so its statistics mix the heads; this switch does not do that.
     softcap : float, optional
         Scores become ``c·tanh(s/c)`` (Gemma 2 uses c = 50).
     sink : bool
@@ -165,6 +171,11 @@ class Attention(nn.Module):
     scale, bias, causal, norm_eps : keyword
         Score scale (default ``head_dim ** -0.5``), biases on the projections,
         causal masking (default True), the QK-norm epsilon.
+    attn_implementation : keyword, ``"sdpa"`` or ``"eager"``
+        ``"sdpa"`` (default) computes through ``F.scaled_dot_product_attention``
+        (GQA without copying the keys) whenever it can; ``"eager"`` always runs the
+        readable :func:`attend`. :meth:`why_not_fast_path` says why a call falls back
+        to eager (weights asked for, soft-cap, sinks, a hook).
     """
 
     def __init__(
@@ -185,8 +196,13 @@ class Attention(nn.Module):
         bias: bool = False,
         causal: bool = True,
         norm_eps: float = 1e-6,
+        attn_implementation: str = "sdpa",
     ) -> None:
         super().__init__()
+        self.attn_implementation = V.choice(
+            attn_implementation, IMPLEMENTATIONS, "attn_implementation", "Attention"
+        )
+        self.last_path = ""  # the path the last forward took, or why not the fast one
         D = positive_int(embed_dim, "embed_dim")
         H = positive_int(num_heads, "num_heads")
         G = H if num_kv_heads is None else positive_int(num_kv_heads, "num_kv_heads")
@@ -206,16 +222,15 @@ class Attention(nn.Module):
             raise TypeError(f"Attention: rope must be a RoPE or None, got {rope!r}")
         if rope is not None:
             rope.rotary_dim(Dh)  # fails now if the head is too narrow
-        if softcap is not None and not (
-            isinstance(softcap, (int, float)) and 0 < softcap < math.inf
-        ):
-            raise ValueError(
-                f"Attention: softcap must be a positive number, got {softcap!r}"
-            )
-        if window is not None:
-            positive_int(window, "window")
-        if scale is not None and not scale > 0:
-            raise ValueError(f"Attention: scale must be positive, got {scale!r}")
+        fn = "Attention"
+        softcap = V.real(softcap, "softcap", fn, low=0.0, open_low=True, optional=True)
+        window = V.integer(window, "window", fn, low=1, optional=True)
+        scale = V.real(scale, "scale", fn, low=0.0, open_low=True, optional=True)
+        alibi, qk_norm = V.flag(alibi, "alibi", fn), V.flag(qk_norm, "qk_norm", fn)
+        sink = V.flag(sink, "sink", fn)
+        output_gate = V.flag(output_gate, "output_gate", fn)
+        bias, causal = V.flag(bias, "bias", fn), V.flag(causal, "causal", fn)
+        norm_eps = V.real(norm_eps, "norm_eps", fn, low=0.0)
         self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim = D, H, G, Dh
         self.rope, self.alibi, self.softcap, self.window = (
             rope,
@@ -244,6 +259,7 @@ class Attention(nn.Module):
         cache: Cache | None = None,
         *,
         return_weights: bool = False,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         """``x (B, T, D)`` -> ``(B, T, D)`` (and the weights (B, H, T, S) if asked).
 
@@ -251,9 +267,13 @@ class Attention(nn.Module):
         causal and window masks), or float, added. ``position_ids``: (T,) or (B, T)
         integers, default ``cache.length + arange(T)``. ``cache``: a :class:`Cache`
         that this call extends with the new keys and values.
+        ``position_embeddings``: the ``(cos, sin)`` of ``self.rope.cos_sin(position_ids,
+        head_dim, x.dtype)``, computed once by a model for all its layers (as
+        transformers passes them down); by default the layer computes them once, for
+        its queries and keys together. No path reads a tensor back to the host, except
+        dynamic NTK RoPE (its length) and (B, T) ``position_ids`` (equal rows).
         """
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise TypeError("Attention: x must be a floating-point tensor (B, T, D)")
+        V.floating(x, "x (B, T, D)", "Attention")
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"Attention: x must be (B, T, {self.embed_dim}), got {tuple(x.shape)}"
@@ -264,8 +284,9 @@ class Attention(nn.Module):
             )
         if cache is not None and self.rope is not None and not self.rope.cacheable:
             raise ValueError(
-                "Attention: dynamic NTK RoPE cannot be cached: its frequencies depend "
-                "on the current length, so cached keys were rotated with other ones"
+                f"Attention: {self.rope.kind_name} RoPE cannot be cached: its "
+                "frequencies depend on the current length, so cached keys were "
+                "rotated with other ones"
             )
         B, T, D = x.shape
         H, G, Dh = self.num_heads, self.num_kv_heads, self.head_dim
@@ -278,22 +299,58 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, Dh), (B, G, T, Dh)
         if self.rope is not None:
-            q, k = self.rope(q, pos), self.rope(k, pos)
+            cos, sin = rope_embeddings(
+                self.rope, position_embeddings, pos, Dh, x.dtype, "Attention"
+            )
+            q, k = self.rope.rotate(q, cos, sin), self.rope.rotate(k, cos, sin)
         k_pos = pos
         if cache is not None:
             k, v, k_pos = cache.append(k, v, pos)  # (B, G, S, Dh) x2, (S,)
         S = k.shape[-2]
-        k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
-        v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+        why = self.why_not_fast_path(return_weights=return_weights)
+        self.last_path = why or "sdpa"
         q_pos = pos
-        mask = position_mask(q_pos, k_pos, causal=self.causal, window=self.window)
-        mask = merge_attn_mask(mask, attn_mask, T, S)
-        if self.record_max_logit:  # for chapter 13's stability sweep
-            raw = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)
-            self.max_logit = float(raw.detach().abs().amax())
+        # plain causal self-attention over positions 0..T-1: SDPA's own is_causal
+        plain_causal = (
+            not why
+            and self.causal
+            and self.window is None
+            and attn_mask is None
+            and position_ids is None
+            and past == 0
+            and not self.alibi
+        )
+        mask = None
+        if not plain_causal:
+            mask = position_mask(q_pos, k_pos, causal=self.causal, window=self.window)
+            mask = merge_attn_mask(mask, attn_mask, T, S)
         bias = None
         if self.alibi:
             bias = alibi_bias(H, q_pos, k_pos, x.dtype)[None]  # (1, H, T, S)
+        if self.record_max_logit:  # for chapter 13's stability sweep
+            kr = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+            raw = (q @ kr.transpose(-2, -1)) * self.scale  # (B, H, T, S)
+            self.max_logit = float(raw.detach().abs().amax())
+        if not why:  # the fast path: PyTorch's fused kernel, GQA without copies
+            if bias is not None:  # ALiBi: a float mask, the boolean one folded in
+                if mask is None:
+                    mask = bias
+                elif mask.dtype == torch.bool:
+                    mask = bias.masked_fill(~mask, float("-inf"))  # (.., H, T, S)
+                else:
+                    mask = bias + mask  # (.., H, T, S), both added to the scores
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=plain_causal, scale=self.scale,
+                enable_gqa=H != G,
+            )  # fmt: skip  # (B, H, T, Dh)
+            out = out.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
+            if self.gate_proj is not None:
+                out = out * torch.sigmoid(self.gate_proj(x))  # (B, T, H·Dh)
+            return self.o_proj(out)  # (B, T, D)
+        if plain_causal:  # (only reached when the fast path was refused)
+            mask = position_mask(q_pos, k_pos, causal=True, window=None)
+        k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+        v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
         out, weights = attend(
             q,
             k,
@@ -309,6 +366,28 @@ class Attention(nn.Module):
             out = out * torch.sigmoid(self.gate_proj(x))  # (B, T, H·Dh)
         out = self.o_proj(out)  # (B, T, D)
         return (out, weights) if return_weights else out
+
+    def why_not_fast_path(self, *, return_weights: bool = False) -> str:
+        """Why a forward would take the readable ``attend`` path ("eager") rather than
+        ``F.scaled_dot_product_attention``; ``""`` when it takes the fast path.
+
+        As transformers' attention interface, the implementation is chosen by
+        ``attn_implementation`` (``"sdpa"`` by default, ``"eager"`` on request), and
+        as PyTorch's ``MultiheadAttention`` the reason a fast path is refused can be
+        read (also after a call, in ``last_path``). Both paths give the same output
+        (to rounding: tests/test_modern_fastpath.py).
+        """
+        if self.attn_implementation == "eager":
+            return "eager: attn_implementation='eager' was requested"
+        if return_weights:
+            return "eager: weights requested (return_weights=True); SDPA makes none"
+        if self.softcap is not None:
+            return "eager: logit soft-capping (softcap) is not in SDPA"
+        if self.sinks is not None:
+            return "eager: sink logits join the softmax, which SDPA cannot"
+        if self._forward_hooks or self._forward_pre_hooks:
+            return "eager: a forward hook is set on the layer (it may read weights)"
+        return ""
 
     @classmethod
     def from_hf(cls, module: nn.Module) -> Attention:
@@ -331,6 +410,34 @@ def position_ids_of(position_ids, past: int, B: int, T: int, device) -> torch.Te
         )
     if position_ids.dim() == 2 and not bool((position_ids == position_ids[:1]).all()):
         raise ValueError("position_ids (B, T) must be the same for every sequence")
-    if bool((position_ids < 0).any()):
+    if V.debugging() and bool((position_ids < 0).any()):  # a value scan: debug only
         raise ValueError("position_ids must be >= 0")
     return position_ids if position_ids.dim() == 1 else position_ids[0]  # (T,)
+
+
+def rope_embeddings(
+    rope: RoPE,
+    given: tuple[torch.Tensor, torch.Tensor] | None,
+    pos: torch.Tensor,
+    d_head: int,
+    dtype: torch.dtype,
+    fn: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` for ``pos``: the ``given`` ones (checked from their shapes) or
+    computed once here."""
+    if given is None:
+        return rope.cos_sin(pos, d_head, dtype)
+    half = rope.rotary_dim(d_head) // 2
+    if (
+        not isinstance(given, tuple)
+        or len(given) != 2
+        or not all(isinstance(t, torch.Tensor) for t in given)
+    ):
+        raise TypeError(f"{fn}: position_embeddings must be a (cos, sin) tuple")
+    cos, sin = given
+    if cos.shape != sin.shape or cos.shape[-2:] != (pos.shape[-1], half):
+        raise ValueError(
+            f"{fn}: position_embeddings must end in (T, rotary_dim/2) = "
+            f"({pos.shape[-1]}, {half}), got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
+    return cos.to(dtype), sin.to(dtype)

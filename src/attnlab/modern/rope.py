@@ -19,7 +19,17 @@ Context extension at evaluation, ``scaling={"type": ..., "factor": s, ...}``:
 - ``"yarn"`` — YaRN (Peng et al. 2023): frequencies whose wavelength exceeds the
   training length ``L0`` are interpolated, fast ones kept, a linear ramp between
   (``beta_fast``, ``beta_slow`` rotations), and cos/sin multiplied by
-  ``0.1·ln s + 1`` (so the logits by its square).
+  ``0.1·ln s + 1`` (so the logits by its square);
+- ``"llama3"`` — Llama 3.1's rule (Meta 2024): wavelengths longer than
+  ``L0 / low_freq_factor`` are divided by ``s``, shorter than ``L0 / high_freq_factor``
+  kept, a smooth interpolation between;
+- ``"longrope"`` — LongRoPE (Ding et al. 2024, Phi-3): ``ω_i / λ_i`` with per-pair
+  factors ``short_factor`` while the length is at most ``L0`` and ``long_factor``
+  beyond, and cos/sin multiplied by ``sqrt(1 + ln s / ln L0)``.
+
+``"dynamic"`` and ``"longrope"`` depend on the current length, so keys cached at one
+length would disagree with a full forward at another: a layer with either refuses a
+cache (transformers caches them anyway).
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ import math
 
 import torch
 from torch import nn
+
+from .. import validation as V
 
 __all__ = ["RoPE", "alibi_slopes", "alibi_bias", "rope_frequencies"]
 
@@ -46,13 +58,34 @@ _KEYS = {
         "mscale_all_dim",
         "truncate",
     },
+    "llama3": {
+        "factor",
+        "original_max_position",
+        "low_freq_factor",
+        "high_freq_factor",
+    },
+    "longrope": {
+        "factor",
+        "original_max_position",
+        "short_factor",
+        "long_factor",
+        "attention_factor",
+    },
 }
 _REQUIRED = {
     "linear": {"factor"},
     "ntk": {"factor"},
     "dynamic": {"factor", "original_max_position"},
     "yarn": {"factor", "original_max_position"},
+    "llama3": {
+        "factor",
+        "original_max_position",
+        "low_freq_factor",
+        "high_freq_factor",
+    },
+    "longrope": {"factor", "original_max_position", "short_factor", "long_factor"},
 }
+_LENGTH_DEPENDENT = ("dynamic", "longrope")
 
 
 def _check_scaling(scaling) -> dict | None:
@@ -77,18 +110,75 @@ def _check_scaling(scaling) -> dict | None:
         raise ValueError(
             f"RoPE: scaling type {kind!r} needs {sorted(_REQUIRED[kind] - keys)}"
         )
-    factor = scaling["factor"]
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        raise TypeError(f"RoPE: scaling['factor'] must be a number, got {factor!r}")
-    if not factor >= 1.0 or not math.isfinite(factor):
-        raise ValueError(f"RoPE: scaling['factor'] must be >= 1, got {factor}")
-    orig = scaling.get("original_max_position", 1)
-    if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
-        raise ValueError(
-            f"RoPE: scaling['original_max_position'] must be a positive int, "
-            f"got {orig!r}"
+    V.real(scaling["factor"], "scaling['factor']", "RoPE", low=1.0)
+    if "original_max_position" in scaling:
+        V.integer(
+            scaling["original_max_position"],
+            "scaling['original_max_position']",
+            "RoPE",
+            low=1,
+        )
+    if kind == "llama3":
+        low = V.real(scaling["low_freq_factor"], "scaling['low_freq_factor']", "RoPE")
+        high = V.real(
+            scaling["high_freq_factor"], "scaling['high_freq_factor']", "RoPE"
+        )
+        if not 0 < low < high:
+            raise ValueError(
+                "RoPE: llama3 scaling needs 0 < low_freq_factor < high_freq_factor, "
+                f"got {low}, {high}"
+            )
+    if kind == "longrope":
+        for key in ("short_factor", "long_factor"):
+            f = scaling[key]
+            if not isinstance(f, (list, tuple)) or not f:
+                raise TypeError(
+                    f"RoPE: scaling[{key!r}] must be a list of numbers (one per "
+                    f"rotated pair), got {f!r}"
+                )
+            for x in f:
+                V.real(x, f"scaling[{key!r}] entries", "RoPE", low=0, open_low=True)
+    if scaling.get("attention_factor") is not None:
+        V.real(
+            scaling["attention_factor"],
+            "scaling['attention_factor']",
+            "RoPE",
+            low=0,
+            open_low=True,
         )
     return dict(scaling)
+
+
+def _llama3(base: float, d: int, sc: dict) -> torch.Tensor:
+    """Llama 3.1's frequencies (float64): slow pairs divided by the factor, fast ones
+    kept, a smooth mix between (transformers' ``_compute_llama3_parameters``)."""
+    s, L0 = float(sc["factor"]), sc["original_max_position"]
+    low_f, high_f = float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    wavelen = 2 * math.pi / omega  # (d/2,)
+    slow = wavelen > L0 / low_f  # longer than the low-frequency wavelength
+    fast = wavelen < L0 / high_f
+    smooth = (L0 / wavelen - low_f) / (high_f - low_f)  # (d/2,) 0 -> slow, 1 -> fast
+    mixed = (1 - smooth) * omega / s + smooth * omega
+    return torch.where(slow, omega / s, torch.where(fast, omega, mixed))
+
+
+def _longrope(base: float, d: int, sc: dict, length: int) -> tuple[torch.Tensor, float]:
+    """LongRoPE's frequencies (float64) for the current ``length`` and its factor."""
+    s, L0 = float(sc["factor"]), sc["original_max_position"]
+    key = "long_factor" if length > L0 else "short_factor"
+    if len(sc[key]) != d // 2:
+        raise ValueError(
+            f"RoPE: scaling[{key!r}] has {len(sc[key])} entries, the rotary width "
+            f"{d} needs {d // 2}"
+        )
+    ext = torch.tensor([float(x) for x in sc[key]], dtype=torch.float64)  # (d/2,)
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d) / ext
+    if sc.get("attention_factor") is not None:
+        att = float(sc["attention_factor"])
+    else:
+        att = 1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(L0))
+    return omega, att
 
 
 def _yarn(base: float, d: int, sc: dict) -> tuple[torch.Tensor, float]:
@@ -129,14 +219,21 @@ def rope_frequencies(
     """The ``d/2`` angular frequencies ω_i (float64) and the cos/sin factor.
 
     ``length`` (the current length, largest position + 1) matters only for
-    ``"dynamic"`` scaling.
+    ``"dynamic"`` and ``"longrope"`` scaling.
     """
-    if d < 2 or d % 2:
-        raise ValueError(f"rope_frequencies: rotary width must be even, got {d}")
+    d = V.integer(d, "d", "rope_frequencies", low=2)
+    base = V.real(base, "base", "rope_frequencies", low=1.0, open_low=True)
+    length = V.integer(length, "length", "rope_frequencies", low=0)
+    if d % 2:
+        raise ValueError(f"rope_frequencies: rotary width d must be even, got {d}")
     sc = _check_scaling(scaling) or {"type": None}
     kind = sc["type"]
     if kind == "yarn":
         return _yarn(base, d, sc)
+    if kind == "llama3":
+        return _llama3(base, d, sc), 1.0
+    if kind == "longrope":
+        return _longrope(base, d, sc, int(length))
     if kind == "ntk":
         base = base * float(sc["factor"]) ** (d / (d - 2))
     if kind == "dynamic":
@@ -159,8 +256,11 @@ class RoPE(nn.Module):
     layout : "half" or "interleaved"
         Which features form a rotated pair (see the module docstring).
     scaling : None or dict
-        ``{"type": "linear"|"ntk"|"dynamic"|"yarn", "factor": s, ...}`` (module
-        docstring); ``"dynamic"`` and ``"yarn"`` need ``"original_max_position"``.
+        ``{"type": "linear"|"ntk"|"dynamic"|"yarn"|"llama3"|"longrope", "factor": s,
+        ...}`` (module docstring); all but ``"linear"`` and ``"ntk"`` need
+        ``"original_max_position"``, ``"llama3"`` its ``low_freq_factor`` and
+        ``high_freq_factor``, ``"longrope"`` its ``short_factor`` and
+        ``long_factor`` lists.
     fraction : float
         Share of each head's features that rotate (partial RoPE, e.g. 0.25 in
         Qwen3-Next); the rest pass through. The rotated block comes first.
@@ -175,26 +275,34 @@ class RoPE(nn.Module):
         fraction: float = 1.0,
     ) -> None:
         super().__init__()
-        if isinstance(base, bool) or not isinstance(base, (int, float)):
-            raise TypeError(f"RoPE: base must be a number, got {base!r}")
-        if not base > 1 or not math.isfinite(base):
-            raise ValueError(f"RoPE: base must be a finite number > 1, got {base}")
-        if layout not in _LAYOUTS:
-            raise ValueError(f"RoPE: layout must be one of {_LAYOUTS}, got {layout!r}")
-        if not 0 < fraction <= 1:
-            raise ValueError(f"RoPE: fraction must be in (0, 1], got {fraction}")
+        base = V.real(base, "base", "RoPE", low=1.0, open_low=True)
+        V.choice(layout, _LAYOUTS, "layout", "RoPE")
+        fraction = V.real(
+            fraction, "fraction", "RoPE", low=0.0, open_low=True, high=1.0
+        )
         self.base, self.layout, self.fraction = float(base), layout, float(fraction)
         self.scaling = _check_scaling(scaling)
+        # (d, device, dtype) -> (ω, factor): the frequencies, computed once
+        self._omega: dict[tuple, tuple[torch.Tensor, float]] = {}
 
     @property
     def cacheable(self) -> bool:
-        """False for dynamic NTK: its frequencies change with the length seen."""
-        return not (self.scaling and self.scaling["type"] == "dynamic")
+        """False for dynamic NTK and LongRoPE: their frequencies change with the
+        length seen."""
+        return not (self.scaling and self.scaling["type"] in _LENGTH_DEPENDENT)
+
+    @property
+    def kind_name(self) -> str:
+        """The scaling's name in messages (``"dynamic NTK"``, ``"longrope"``, ...)."""
+        kind = self.scaling["type"] if self.scaling else "plain"
+        return "dynamic NTK" if kind == "dynamic" else kind
 
     def extra_repr(self) -> str:
         return f"base={self.base}, layout={self.layout!r}, scaling={self.scaling}"
 
     def rotary_dim(self, d_head: int) -> int:
+        """The rotated width of a ``d_head``-wide head: ``int(d_head * fraction)``."""
+        d_head = V.integer(d_head, "d_head", "RoPE", low=1)
         d = int(d_head * self.fraction)
         if d < 2 or d % 2:
             raise ValueError(
@@ -203,12 +311,74 @@ class RoPE(nn.Module):
             )
         return d
 
-    def angles(self, positions: torch.Tensor, d: int) -> tuple[torch.Tensor, float]:
-        """Angles ``positions[..., None] * ω`` (float64, (..., d/2)) and the factor."""
-        length = int(positions.max()) + 1 if positions.numel() else 0
-        omega, att = rope_frequencies(d, self.base, self.scaling, length)
-        omega = omega.to(positions.device)
-        return positions.to(torch.float64)[..., None] * omega, att  # (..., d/2)
+    def frequencies(
+        self, d: int, device: torch.device, dtype: torch.dtype, length: int = 0
+    ) -> tuple[torch.Tensor, float]:
+        """ω ``(d/2,)`` in ``dtype`` on ``device``, and the cos/sin factor.
+
+        Computed once in float64 and kept per (width, device, dtype): later calls
+        copy nothing to the device and never read a tensor back (no host sync).
+        Dynamic NTK depends on ``length`` and is recomputed every call.
+        """
+        V.floating_dtype(dtype, "dtype", "RoPE", optional=False)
+        if not self.cacheable:
+            omega, att = rope_frequencies(d, self.base, self.scaling, length)
+            return omega.to(device=device, dtype=dtype), att
+        key = (d, str(device), dtype)
+        hit = self._omega.get(key)
+        if hit is None:
+            V.integer(length, "length", "RoPE", low=0)
+            omega, att = rope_frequencies(d, self.base, self.scaling)
+            hit = self._omega[key] = (omega.to(device=device, dtype=dtype), att)
+        return hit
+
+    def angles(
+        self, positions: torch.Tensor, d: int, dtype: torch.dtype = torch.float64
+    ) -> tuple[torch.Tensor, float]:
+        """Angles ``positions[..., None] * ω`` ((..., d/2), float64 unless ``dtype``
+        says otherwise) and the cos/sin factor. Only dynamic NTK reads the length
+        (the largest position + 1) from ``positions``: one host sync, so it cannot
+        decode with a cache anyway."""
+        length = 0
+        if not self.cacheable and positions.numel():
+            length = int(positions.max()) + 1
+        omega, att = self.frequencies(d, positions.device, dtype, length)
+        return positions.to(dtype)[..., None] * omega, att  # (..., d/2)
+
+    def cos_sin(
+        self, positions: torch.Tensor, d_head: int, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` of the angles times the factor, each ``(T, d/2)`` or
+        ``(B, 1, T, d/2)`` for ``positions`` (T,) or (B, T), in ``dtype``.
+
+        As transformers' rotary embedding, the angles are computed in float32
+        (float64 for float64 inputs, so float64 stays exact) and cast to ``dtype``
+        once. A layer computes them once per forward for its queries and keys; a
+        model may compute them once for all its layers and pass them down
+        (``Attention.forward(position_embeddings=...)``).
+        """
+        d = self.rotary_dim(d_head)
+        V.floating_dtype(dtype, "dtype", "RoPE.cos_sin", optional=False)
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        theta, att = self.angles(positions, d, work)  # (T, d/2) or (B, T, d/2)
+        if positions.dim() == 2:
+            theta = theta[:, None]  # (B, 1, T, d/2)
+        return (torch.cos(theta) * att).to(dtype), (torch.sin(theta) * att).to(dtype)
+
+    def rotate(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> torch.Tensor:
+        """Rotate ``x (B, H, T, Dh)`` by precomputed :meth:`cos_sin`."""
+        d = 2 * cos.shape[-1]
+        c, s = cos, sin
+        xr, rest = x[..., :d], x[..., d:]  # (B, H, T, d), (B, H, T, Dh - d)
+        if self.layout == "interleaved":
+            x0, x1 = xr[..., 0::2], xr[..., 1::2]  # (B, H, T, d/2) each
+            out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
+        else:
+            x0, x1 = xr[..., : d // 2], xr[..., d // 2 :]  # (B, H, T, d/2) each
+            out = torch.cat((x0 * c - x1 * s, x0 * s + x1 * c), -1)  # (B, H, T, d)
+        return torch.cat((out, rest), -1)  # (B, H, T, Dh)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate ``x (B, H, T, Dh)``; ``positions`` (T,) or (B, T) integers."""
@@ -219,25 +389,20 @@ class RoPE(nn.Module):
                 f"RoPE: x must be (B, H, T, Dh), got shape {tuple(x.shape)}"
             )
         B, H, T, Dh = x.shape
-        if positions.shape not in ((T,), (B, T)) or positions.is_floating_point():
-            raise ValueError(
-                f"RoPE: positions must be integers of shape ({T},) or ({B}, {T}), "
-                f"got {positions.dtype} {tuple(positions.shape)}"
-            )
-        d = self.rotary_dim(Dh)
-        theta, att = self.angles(positions, d)  # (T, d/2) or (B, T, d/2)
-        if theta.dim() == 3:
-            theta = theta[:, None]  # (B, 1, T, d/2)
-        c = (torch.cos(theta) * att).to(x.dtype)
-        s = (torch.sin(theta) * att).to(x.dtype)
-        xr, rest = x[..., :d], x[..., d:]  # (B, H, T, d), (B, H, T, Dh - d)
-        if self.layout == "interleaved":
-            x0, x1 = xr[..., 0::2], xr[..., 1::2]  # (B, H, T, d/2) each
-            out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
-        else:
-            x0, x1 = xr[..., : d // 2], xr[..., d // 2 :]  # (B, H, T, d/2) each
-            out = torch.cat((x0 * c - x1 * s, x0 * s + x1 * c), -1)  # (B, H, T, d)
-        return torch.cat((out, rest), -1)  # (B, H, T, Dh)
+        check_positions(positions, B, T, "RoPE")
+        return self.rotate(x, *self.cos_sin(positions, Dh, x.dtype))
+
+
+def check_positions(positions: object, B: int, T: int, fn: str) -> torch.Tensor:
+    """Integer positions of shape (T,) or (B, T) (metadata only: no host sync)."""
+    V.tensor(positions, "positions", fn)
+    assert isinstance(positions, torch.Tensor)
+    if positions.shape not in ((T,), (B, T)) or positions.is_floating_point():
+        raise ValueError(
+            f"{fn}: positions must be integers of shape ({T},) or ({B}, {T}), "
+            f"got {positions.dtype} {tuple(positions.shape)}"
+        )
+    return positions
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -246,10 +411,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     For H a power of two: ``2^(-8h/H)``, h = 1..H. Otherwise the slopes of the
     nearest lower power of two, then every other slope of the next power of two.
     """
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(
-            f"alibi_slopes: n_heads must be a positive int, got {n_heads!r}"
-        )
+    n_heads = V.integer(n_heads, "n_heads", "alibi_slopes", low=1)
 
     def powers(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -263,6 +425,9 @@ def alibi_bias(
     n_heads: int, q_pos: torch.Tensor, k_pos: torch.Tensor, dtype=torch.float32
 ) -> torch.Tensor:
     """ALiBi's additive bias ``-m_h·|i - j|``, shape ``(H, T, S)``."""
+    dtype = V.floating_dtype(dtype, "dtype", "alibi_bias", optional=False)
+    V.tensor(q_pos, "q_pos", "alibi_bias", dim=1)
+    V.tensor(k_pos, "k_pos", "alibi_bias", dim=1)
     dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float64)  # (T, S)
     m = alibi_slopes(n_heads).to(q_pos.device)  # (H,)
     return (-m[:, None, None] * dist).to(dtype)  # (H, T, S)
