@@ -189,6 +189,13 @@ def repeated_tokens(
 def split_of(ids: torch.Tensor, n: torch.Tensor) -> list[str]:
     """``"test"`` or ``"train"`` per row: a fixed hash of the first copy (its tokens
     and length), ``sum_t (t + 1) * r_t * 31 + n`` modulo 7, is 0 for test sequences."""
+    V.tensor(ids, "ids", "split_of", dim=2)
+    V.tensor(n, "n", "split_of", dim=1)
+    if ids.shape[1] < 1 or n.shape != ids.shape[:1]:
+        raise ValueError(
+            f"split_of: ids must be (B, T >= 1) and n (B,), got ids "
+            f"{tuple(ids.shape)} and n {tuple(n.shape)}"
+        )
     T = ids.shape[1]
     pos = torch.arange(1, T)[None]  # (1, T - 1)
     first = torch.where(pos <= n[:, None], ids[:, 1:], 0)  # (B, T - 1): the first copy
@@ -214,9 +221,14 @@ def copy_losses(
     """Mean next-token cross-entropy on the first copy and on the second (from its
     second token on; see :func:`copy_masks`)."""
     fn = "copy_losses"
-    V.floating(logits, "logits", fn)
+    V.floating(logits, "logits (B, T, V)", fn, min_dim=3)
     V.tensor(ids, "ids", fn, dim=2)
-    V.tensor(n, "n", fn)
+    V.tensor(n, "n", fn, dim=1)
+    if logits.shape[-1] == 0:
+        raise ValueError(f"{fn}: logits has no vocabulary: shape {tuple(logits.shape)}")
+    V.token_ids(ids, logits.shape[-1], "ids", fn)
+    if n.is_floating_point() or n.dtype == torch.bool:
+        raise TypeError(f"{fn}: n must hold integer copy lengths, got {n.dtype}")
     if logits.dim() != 3 or logits.shape[:2] != ids.shape:
         raise ValueError(
             f"logits must be (B, T, V) for ids (B, T) = {tuple(ids.shape)}, got "

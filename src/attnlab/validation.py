@@ -294,7 +294,7 @@ def token_ids(ids: object, vocab_size: int, name: str, fn: str) -> torch.Tensor:
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"{fn}: {name} must be integer token ids, got {t.dtype}")
     if t.numel():
-        lo, hi = int(t.min()), int(t.max())
+        lo, hi = torch.stack([t.min(), t.max()]).tolist()  # one host sync for both
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(

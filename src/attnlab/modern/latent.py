@@ -23,14 +23,14 @@ from torch import nn
 
 from .. import validation as V
 from ..masking import position_mask
-from .attention import (
+from ._parts import (
     Cache,
     RMSNorm,
     attend,
     merge_attn_mask,
     position_ids_of,
-    positive_int,
     rope_embeddings,
+    same_dtype_as_weights,
 )
 from .rope import RoPE
 
@@ -103,14 +103,14 @@ class LatentAttention(nn.Module):
     ) -> None:
         super().__init__()
         fn = "LatentAttention"
-        D = positive_int(embed_dim, "embed_dim", fn)
-        H = positive_int(num_heads, "num_heads", fn)
-        dc = positive_int(kv_rank, "kv_rank", fn)
+        D = V.integer(embed_dim, "embed_dim", fn, low=1)
+        H = V.integer(num_heads, "num_heads", fn, low=1)
+        dc = V.integer(kv_rank, "kv_rank", fn, low=1)
         dn, dr = (
-            positive_int(nope_dim, "nope_dim", fn),
-            positive_int(rope_dim, "rope_dim", fn),
+            V.integer(nope_dim, "nope_dim", fn, low=1),
+            V.integer(rope_dim, "rope_dim", fn, low=1),
         )
-        dv = positive_int(v_dim, "v_dim", fn)
+        dv = V.integer(v_dim, "v_dim", fn, low=1)
         absorb, causal = V.flag(absorb, "absorb", fn), V.flag(causal, "causal", fn)
         scale = V.real(scale, "scale", fn, low=0.0, open_low=True, optional=True)
         norm_eps = V.real(norm_eps, "norm_eps", fn, low=0.0)
@@ -130,7 +130,7 @@ class LatentAttention(nn.Module):
         if q_rank is None:
             self.q_proj: nn.Module = nn.Linear(D, H * (dn + dr), bias=False)
         else:
-            dq = positive_int(q_rank, "q_rank", fn)
+            dq = V.integer(q_rank, "q_rank", fn, low=1)
             self.q_proj = nn.Sequential(
                 nn.Linear(D, dq, bias=False),
                 RMSNorm(dq, norm_eps),
@@ -158,6 +158,7 @@ class LatentAttention(nn.Module):
         """``x (B, T, D)`` -> ``(B, T, D)``; masks, positions and
         ``position_embeddings`` (for the ``rope_dim`` part) as in ``Attention``."""
         V.floating(x, "x (B, T, D)", "LatentAttention")
+        same_dtype_as_weights(x, self.o_proj.weight, "LatentAttention")
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"LatentAttention: x must be (B, T, {self.embed_dim}), got "
