@@ -234,9 +234,7 @@ def test_mha_float_sizes_raise_type_error():
 # probe case 91
 @pytest.mark.parametrize("kw", [{"kdim": 0}, {"kdim": -3}, {"vdim": 0}])
 def test_mha_kdim_vdim_below_one_raise(kw):
-    with pytest.raises(
-        ValueError, match=f"{next(iter(kw))} must be None or an int >= 1"
-    ):
+    with pytest.raises(ValueError, match=f"{next(iter(kw))} must be >= 1"):
         attnlab.MultiHeadAttention(8, 2, **kw)
     with pytest.raises(TypeError, match="kdim"):
         attnlab.MultiHeadAttention(8, 2, kdim=3.0)
@@ -459,8 +457,8 @@ def test_positional_offset_must_be_a_non_negative_int(module):
 
 # probe case 147
 def test_sinusoidal_base_must_be_finite_and_above_one():
-    for base in (float("nan"), float("inf"), 1.0):
-        with pytest.raises(ValueError, match="base must be finite and > 1"):
+    for base, why in ((float("nan"), "finite"), (float("inf"), "finite"), (1.0, "> 1")):
+        with pytest.raises(ValueError, match=f"base must be {why}"):
             attnlab.sinusoidal_encoding(3, 8, base=base)
     with pytest.raises(ValueError, match="offset"):
         attnlab.apply_rotary(torch.randn(3, 4), offset=-2)

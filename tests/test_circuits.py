@@ -104,7 +104,7 @@ def test_model_is_causal_and_refuses_bad_ids():
     assert float(w.triu(1).abs().max()) == 0
     with pytest.raises(ValueError, match="positions"):
         model(torch.zeros(1, 10, dtype=torch.long))
-    with pytest.raises(ValueError, match="token ids"):
+    with pytest.raises(ValueError, match="outside the vocabulary"):
         model(torch.full((1, 3), 10))
     with pytest.raises(TypeError, match="long"):
         model(torch.zeros(1, 3))

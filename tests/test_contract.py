@@ -33,15 +33,17 @@ from torch import nn
 
 import attnlab
 import attnlab.distributed
+import attnlab.efficient.routing
 import attnlab.gated
 import attnlab.kvcompress
 import attnlab.lookup
 import attnlab.models
+import attnlab.modern
 import attnlab.random_features
 import attnlab.scoring
 import attnlab.serving
 import attnlab.speculative
-from attnlab import explain
+from attnlab import circuits, explain
 
 PUBLIC = [
     "attnlab",
@@ -69,6 +71,9 @@ PUBLIC = [
     "attnlab.speculative",
     "attnlab.kvcompress",
     "attnlab.distributed",
+    "attnlab.modern",  # chapter 13
+    "attnlab.circuits",  # chapter 12
+    "attnlab.efficient.routing",  # chapter 14
 ]
 
 
@@ -122,6 +127,28 @@ def _mha():
     return attnlab.MultiHeadAttention(8, 2).eval()
 
 
+def _modern():
+    torch.manual_seed(0)
+    return attnlab.modern.Attention(8, 2, 1, rope=attnlab.modern.RoPE()).eval()
+
+
+def _latent():
+    torch.manual_seed(0)
+    return attnlab.modern.LatentAttention(
+        8, 2, kv_rank=4, nope_dim=2, rope_dim=2, v_dim=3
+    ).eval()
+
+
+def _induction():
+    torch.manual_seed(0)
+    cfg = circuits.InductionConfig(vocab_size=7, half=3, d_model=8, n_heads=2)
+    return circuits.AttentionOnly(cfg).eval()
+
+
+def _ids(b, t):
+    return torch.randint(0, 7, (b, t), generator=g)
+
+
 def _shipped_lm():
     return attnlab.models.load_lm("draft")
 
@@ -143,6 +170,37 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
         attnlab.scaled_dot_product_attention,
         dict(q=rn(B, H, T, D), k=rn(B, H, S, D), v=rn(B, H, S, 5)),
         ["q", "k", "v"],
+    ),
+    # chapters 12-14
+    "Attention": lambda: Call(_modern(), dict(x=rn(B, T, D))),
+    "LatentAttention": lambda: Call(_latent(), dict(x=rn(B, T, D))),
+    "RMSNorm": lambda: Call(attnlab.modern.RMSNorm(D), dict(x=rn(B, T, D)), ["x"]),
+    "RoPE": lambda: Call(
+        attnlab.modern.RoPE(), dict(x=rn(B, H, T, 4), positions=torch.arange(T)), ["x"]
+    ),
+    "alibi_bias": lambda: Call(
+        attnlab.modern.alibi_bias,
+        dict(n_heads=H, q_pos=torch.arange(T), k_pos=torch.arange(S)),
+    ),
+    "AttentionOnly": lambda: Call(_induction(), dict(ids=_ids(B, 5))),
+    "copy_losses": lambda: Call(
+        circuits.copy_losses,
+        dict(logits=rn(2, 7, 7), ids=_ids(2, 7), n=torch.tensor([2, 3])),
+    ),
+    "copy_masks": lambda: Call(circuits.copy_masks, dict(n=torch.tensor([2, 3]), T=7)),
+    "head_scores": lambda: Call(
+        circuits.head_scores,
+        dict(weights=probs(2, H, 5, 5), ids=_ids(2, 5), kind="previous"),
+    ),
+    "pattern_mask": lambda: Call(
+        circuits.pattern_mask, dict(ids=_ids(2, 5), kind="induction")
+    ),
+    "split_of": lambda: Call(
+        circuits.split_of, dict(ids=_ids(2, 7), n=torch.tensor([2, 3]))
+    ),
+    "route_blocks": lambda: Call(
+        attnlab.efficient.routing.route_blocks,
+        dict(q=rn(B, 8, 4), k=rn(B, 8, 4), block_size=4, top_k=1),
     ),
     "MultiHeadAttention": lambda: Call(
         _mha(), dict(query=rn(B, T, D), key=rn(B, S, D), value=rn(B, S, D))

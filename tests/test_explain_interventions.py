@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+import attnlab
 from attnlab.circuits import AttentionOnly, InductionConfig, repeated_tokens
 from attnlab.explain import (
     ablate_heads,
@@ -182,3 +183,29 @@ def test_ablation_on_minilm():
     torch.testing.assert_close(got, by_hand(ids, mask)[0][-1])
     assert (got - base).abs().max() > 1e-3
     torch.testing.assert_close(model(ids, mask)[0][-1], base)
+
+
+def test_knockout_with_t_not_s_and_is_causal_uses_mhas_top_left_rule():
+    """With T = 2 queries over S = 3 keys and is_causal, MHA's triangle is top left:
+    query 0 sees key 0 only, so knocking (0, 0) out leaves it no key (ValueError, as
+    promised), while (1, 2) is already blocked and (1, 0) leaves key 1."""
+    mha = attnlab.MultiHeadAttention(8, 2).eval()
+    q, kv = torch.randn(1, 2, 8), torch.randn(1, 3, 8)
+    with pytest.raises(ValueError, match="no key"):
+        with knockout([mha], [(0, 0)], [(0, 0)]):
+            mha(q, kv, kv, is_causal=True)
+    with knockout([mha], [(0, 1)], [(1, 0)]):
+        got, w = mha(q, kv, kv, is_causal=True, average_attn_weights=False)
+    w = w.detach()
+    assert float(w[0, 1, 1, 0]) == 0 and float(w[0, 1, 0, 0]) == 1
+
+
+def test_knockout_counts_the_padding_mask():
+    mha = attnlab.MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 3, 8)
+    pad = torch.tensor([[True, True, True], [True, False, False]])
+    with knockout([mha], [(0, 0)], [(2, 1)]):  # fine: row 2 keeps keys 0 and 2
+        mha(x, x, x, key_padding_mask=pad)
+    with pytest.raises(ValueError, match="no key"):
+        with knockout([mha], [(0, 0)], [(1, 0)]):  # sequence 1: only key 0 is real
+            mha(x, x, x, key_padding_mask=pad)

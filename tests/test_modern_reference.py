@@ -75,6 +75,14 @@ def _model(name: str, **kw):
     return model
 
 
+LONGROPE = {
+    "rope_type": "longrope",
+    "short_factor": [1.0, 1.1, 1.7, 2.3],
+    "long_factor": [1.2, 2.5, 4.0, 7.5],
+    "original_max_position_embeddings": 16,
+    "rope_theta": 10000.0,
+}
+
 CONFIGS = {
     "llama_rope": ("Llama", dict(max_position_embeddings=64), 12),
     "llama_linear": (
@@ -113,6 +121,31 @@ CONFIGS = {
             },
         ),
         40,
+    ),
+    "llama3_rope": (
+        "Llama",
+        dict(
+            max_position_embeddings=64,
+            rope_parameters={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "rope_theta": 10000.0,
+            },
+        ),
+        40,
+    ),
+    "longrope_long": (  # 40 > 16 positions: the long factors
+        "Llama",
+        dict(max_position_embeddings=64, rope_parameters=LONGROPE),
+        40,
+    ),
+    "longrope_short": (
+        "Llama",
+        dict(max_position_embeddings=64, rope_parameters=LONGROPE),
+        12,
     ),
     "qwen3_qk_norm": ("Qwen3", dict(head_dim=8, max_position_embeddings=64), 12),
     "gemma2_softcap_window": (
@@ -221,6 +254,125 @@ def test_matches_transformers(cases, name):
     assert mine.shape == ref.shape
     assert ref.abs().max() > 1e-3  # the reference is not trivially zero
     torch.testing.assert_close(mine, ref, atol=TOL, rtol=TOL)
+
+
+class _Config4x:
+    """A transformers 4.x-style config: ``rope_scaling`` (kind under ``"type"`` or
+    ``"rope_type"``) and ``rope_theta`` on the config, no ``rope_parameters``."""
+
+    def __init__(self, config, scaling: dict, key: str) -> None:
+        self.__dict__.update(
+            {k: v for k, v in vars(config).items() if k != "rope_parameters"}
+        )
+        rp = dict(config.rope_parameters)
+        self.rope_theta = rp.pop("rope_theta")
+        kind = rp.pop("rope_type")
+        self.rope_scaling = {key: kind, **{k: v for k, v in rp.items() if k in scaling}}
+
+
+@pytest.mark.parametrize(
+    "name, key", [("llama3_rope", "rope_type"), ("llama_yarn", "type")]
+)
+def test_a_transformers_4_config_keeps_its_scaling(name, key):
+    """The same layer read from a 4.x-style config (``rope_scaling``) gives the same
+    output as from the 5.x one: the scaling is not silently dropped."""
+    arch, kw, T = CONFIGS[name]
+    attn, x, ref = _run_hf(_model(arch, **kw), T)
+    scaling = kw["rope_parameters"]
+    attn.config = _Config4x(attn.config, scaling, key)
+    assert not hasattr(attn.config, "rope_parameters")
+    mine = Attention.from_hf(attn)
+    assert mine.rope.scaling is not None
+    assert mine.rope.scaling["type"] == scaling["rope_type"]
+    with torch.no_grad():
+        torch.testing.assert_close(mine(x), ref, atol=TOL, rtol=TOL)
+
+
+def test_an_unknown_rope_type_raises():
+    from attnlab.modern.hf import rope_from_config
+
+    class Cfg:
+        rope_scaling = {"type": "su", "factor": 2.0}
+        rope_theta = 10000.0
+        max_position_embeddings = 64
+
+    with pytest.raises(ValueError, match="rope_type 'su' is not supported"):
+        rope_from_config(Cfg())
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["llama_rope", "llama_linear", "llama_yarn", "llama3_rope", "longrope_long"],
+)
+@pytest.mark.parametrize("T", [12, 40])
+def test_cos_sin_match_transformers_rotary_embedding(name, T):
+    """Our cos/sin (float32 angles) against transformers' own rotary module."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from attnlab.modern.hf import rope_from_config
+
+    arch, kw, _ = CONFIGS[name]
+    cfg = transformers.LlamaConfig(
+        vocab_size=37,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        **kw,
+    )
+    pos = torch.arange(T)[None]  # (1, T)
+    x = torch.zeros(1, T, 32)
+    cos_ref, sin_ref = LlamaRotaryEmbedding(cfg)(x, pos)  # (1, T, 8): [c, c]
+    cos, sin = rope_from_config(cfg).cos_sin(pos[0], 8, torch.float32)  # (T, 4)
+    torch.testing.assert_close(cos, cos_ref[0, :, :4], atol=2e-6, rtol=0)
+    torch.testing.assert_close(sin, sin_ref[0, :, :4], atol=2e-6, rtol=0)
+
+
+MLA_YARN = {
+    "rope_type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 16,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "rope_theta": 10000.0,
+}
+
+
+def test_mla_with_yarn_built_directly_scales_the_whole_softmax():
+    """DeepSeek-V3 with YaRN: transformers multiplies the whole softmax scale by
+    mscale(s, mscale_all_dim)^2. A LatentAttention built directly with the same RoPE
+    (no explicit scale) does the same, and matches transformers' layer."""
+    cfg = transformers.DeepseekV3Config(**{**MLA_CONFIG, "rope_parameters": MLA_YARN})
+    model = transformers.DeepseekV3Model(cfg).double().eval()
+    _randomize(model)
+    attn, x, ref = _run_hf(model, 40)
+    copied = LatentAttention.from_hf(attn)
+    direct = LatentAttention(
+        32,
+        4,
+        kv_rank=12,
+        q_rank=16,
+        nope_dim=8,
+        rope_dim=4,
+        v_dim=6,
+        rope=copied.rope,
+    ).double()
+    direct.load_state_dict(copied.state_dict())
+    direct.q_proj[1].eps = copied.q_proj[1].eps
+    assert math.isclose(direct.scale, attn.scaling, rel_tol=1e-12)
+    assert direct.scale > 12**-0.5 * 1.1  # mscale(4)^2 = 1.29
+    with torch.no_grad():
+        torch.testing.assert_close(direct(x), ref, atol=TOL, rtol=TOL)
+    plain_yarn = RoPE(
+        scaling={"type": "yarn", "factor": 4.0, "original_max_position": 16}
+    )
+    with pytest.raises(ValueError, match="mscale_all_dim"):
+        LatentAttention(32, 4, kv_rank=12, nope_dim=8, rope_dim=4, v_dim=6,
+                        rope=plain_yarn)  # fmt: skip
+    LatentAttention(
+        32, 4, kv_rank=12, nope_dim=8, rope_dim=4, v_dim=6, rope=plain_yarn, scale=0.3
+    )  # fmt: skip  (explicit: accepted)
 
 
 def test_options_are_switched_on():

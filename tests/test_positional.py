@@ -29,9 +29,12 @@ def test_sinusoidal_odd_width_and_length_one():
     assert attnlab.sinusoidal_encoding(20, 7).shape == (20, 7)
 
 
-@pytest.mark.parametrize("bad", [(0, 4), (4, 0), (-1, 8)])
-def test_sinusoidal_rejects_bad_sizes(bad):
-    with pytest.raises(ValueError, match="n_positions"):
+@pytest.mark.parametrize(
+    "bad, name",
+    [((0, 4), "n_positions"), ((4, 0), "d_model"), ((-1, 8), "n_positions")],
+)
+def test_sinusoidal_rejects_bad_sizes(bad, name):
+    with pytest.raises(ValueError, match=f"{name} must be >= 1"):
         attnlab.sinusoidal_encoding(*bad)
     with pytest.raises(TypeError):
         attnlab.sinusoidal_encoding(4.0, 8)

@@ -52,3 +52,32 @@ def test_bytes_formula_and_bad_input():
         ring_attention(x[:, :6], x[:, :6], x[:, :6], causal="yes")
     with pytest.raises(TypeError, match="q"):
         ring_attention(x.tolist(), x, x)
+
+
+def test_ring_refuses_inputs_that_require_grad():
+    """No backward: the gradients would be silently lost, so it refuses."""
+    q, k, v = (torch.randn(1, 4, 2, requires_grad=True) for _ in range(3))
+    with pytest.raises(ValueError, match="has no backward"):
+        ring_attention(q, k, v, world_size=2)
+
+
+def test_each_rank_is_given_only_its_shard(monkeypatch):
+    """What the processes are given: one file per rank holding (N, T/w, ·) blocks,
+    never the whole q, k, v; the result still equals full attention."""
+    saved: list[dict] = []
+    real_save = torch.save
+
+    def spy(obj, path, *a, **kw):
+        if isinstance(obj, dict) and set(obj) == {"q", "k", "v"}:
+            saved.append({n: tuple(t.shape) for n, t in obj.items()})
+        return real_save(obj, path, *a, **kw)
+
+    monkeypatch.setattr(torch, "save", spy)
+    g = torch.Generator().manual_seed(2)
+    q, k = (torch.randn(3, 8, 4, generator=g) for _ in range(2))
+    v = torch.randn(3, 8, 5, generator=g)
+    out, _ = ring_attention(q, k, v, world_size=2, timeout=60)
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5
+    )
+    assert saved == [{"q": (3, 4, 4), "k": (3, 4, 4), "v": (3, 4, 5)}] * 2

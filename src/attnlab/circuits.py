@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import validation as V
 from .masking import head_pattern_mask as pattern_mask
 from .multihead import MultiHeadAttention
 from .seeding import generator, manual_seed
@@ -60,6 +61,14 @@ class InductionConfig:
     lr: float = 1e-3  # AdamW learning rate, constant
     eval_every: int = 50  # steps between two measurements of the history
     n_eval: int = 128  # held-out sequences, drawn from their own generator
+
+    def __post_init__(self) -> None:
+        fn = "InductionConfig"
+        for name in ("vocab_size", "half", "d_model", "n_heads", "n_layers"):
+            setattr(self, name, V.integer(getattr(self, name), name, fn, low=1))
+        for name in ("steps", "batch", "eval_every", "n_eval"):
+            setattr(self, name, V.integer(getattr(self, name), name, fn, low=1))
+        self.lr = V.real(self.lr, "lr", fn, low=0.0, open_low=True)
 
 
 class Block(nn.Module):
@@ -102,22 +111,17 @@ class AttentionOnly(nn.Module):
         return self.unembed(self.norm(x))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-            raise ValueError(
-                f"ids must be a (B, T) tensor, got {getattr(ids, 'shape', type(ids))}"
-            )
+        fn = "AttentionOnly.forward"
+        V.tensor(ids, "ids (B, T)", fn, dim=2)
         if ids.dtype != torch.long:
-            raise TypeError(f"ids must be torch.long token ids, got {ids.dtype}")
+            raise TypeError(f"{fn}: ids must be torch.long token ids, got {ids.dtype}")
         B, T = ids.shape
         if not 1 <= T <= self.pos.num_embeddings:
             raise ValueError(
-                f"ids has {T} positions; this model takes 1 to {self.pos.num_embeddings}"
+                f"{fn}: ids has {T} positions; this model takes 1 to "
+                f"{self.pos.num_embeddings}"
             )
-        V = self.cfg.vocab_size
-        if ids.min() < 0 or ids.max() >= V:
-            raise ValueError(
-                f"token ids must be in [0, {V}), got [{int(ids.min())}, {int(ids.max())}]"
-            )
+        V.token_ids(ids, self.cfg.vocab_size, "ids", fn)
         x = self.tok(ids) + self.pos(torch.arange(T, device=ids.device))  # (B, T, D)
         for block in self.blocks:
             x = block(x)  # (B, T, D)
@@ -151,9 +155,11 @@ def repeated_tokens(
     first copy, :func:`split_of`, is 0 (one in seven), so no test sequence can appear
     in training, by construction.
     """
-    for v, name in ((n_seqs, "n_seqs"), (half, "half"), (vocab_size, "vocab_size")):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, got {v!r}")
+    fn = "repeated_tokens"
+    n_seqs = V.integer(n_seqs, "n_seqs", fn)
+    half = V.integer(half, "half", fn)
+    vocab_size = V.integer(vocab_size, "vocab_size", fn)
+    min_half = V.integer(min_half, "min_half", fn, optional=True)
     lo = half // 2 if min_half is None else min_half
     if n_seqs < 1 or half < 2 or vocab_size < 3 or not 2 <= lo <= half:
         raise ValueError(
@@ -184,6 +190,13 @@ def repeated_tokens(
 def split_of(ids: torch.Tensor, n: torch.Tensor) -> list[str]:
     """``"test"`` or ``"train"`` per row: a fixed hash of the first copy (its tokens
     and length), ``sum_t (t + 1) * r_t * 31 + n`` modulo 7, is 0 for test sequences."""
+    V.tensor(ids, "ids", "split_of", dim=2)
+    V.tensor(n, "n", "split_of", dim=1)
+    if ids.shape[1] < 1 or n.shape != ids.shape[:1]:
+        raise ValueError(
+            f"split_of: ids must be (B, T >= 1) and n (B,), got ids "
+            f"{tuple(ids.shape)} and n {tuple(n.shape)}"
+        )
     T = ids.shape[1]
     pos = torch.arange(1, T)[None]  # (1, T - 1)
     first = torch.where(pos <= n[:, None], ids[:, 1:], 0)  # (B, T - 1): the first copy
@@ -195,7 +208,9 @@ def copy_masks(n: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T - 1) bool each: which next-token *targets* ``ids[:, 1:]`` belong to the
     first copy, and to the second copy after its first token (which is new, hence
     unpredictable: the second copy is scored on its tokens 2 .. n)."""
-    t = torch.arange(1, T)[None]  # (1, T - 1): target positions
+    V.tensor(n, "n", "copy_masks", dim=1)
+    T = V.integer(T, "T", "copy_masks", low=1)
+    t = torch.arange(1, T, device=n.device)[None]  # (1, T - 1): target positions
     first = t <= n[:, None]
     second = (t >= n[:, None] + 2) & (t <= 2 * n[:, None])
     return first, second
@@ -206,6 +221,15 @@ def copy_losses(
 ) -> tuple[float, float]:
     """Mean next-token cross-entropy on the first copy and on the second (from its
     second token on; see :func:`copy_masks`)."""
+    fn = "copy_losses"
+    V.floating(logits, "logits (B, T, V)", fn, min_dim=3)
+    V.tensor(ids, "ids", fn, dim=2)
+    V.tensor(n, "n", fn, dim=1)
+    if logits.shape[-1] == 0:
+        raise ValueError(f"{fn}: logits has no vocabulary: shape {tuple(logits.shape)}")
+    V.token_ids(ids, logits.shape[-1], "ids", fn)
+    if n.is_floating_point() or n.dtype == torch.bool:
+        raise TypeError(f"{fn}: n must hold integer copy lengths, got {n.dtype}")
     if logits.dim() != 3 or logits.shape[:2] != ids.shape:
         raise ValueError(
             f"logits must be (B, T, V) for ids (B, T) = {tuple(ids.shape)}, got "
@@ -231,7 +255,8 @@ def head_scores(weights: torch.Tensor, ids: torch.Tensor, kind: str) -> torch.Te
     pattern key (the first copy, for induction) count in the denominator, so a perfect
     induction head scores about n / (2n + 1) on the repeated task, not 1.
     """
-    if not isinstance(weights, torch.Tensor) or weights.dim() not in (4, 5):
+    V.tensor(ids, "ids", "head_scores", dim=2)
+    if V.floating(weights, "weights", "head_scores").dim() not in (4, 5):
         raise ValueError(
             "weights must be (L, B, H, T, T) or (B, H, T, T), got "
             f"{getattr(weights, 'shape', type(weights))}"

@@ -105,8 +105,12 @@ def greedy_decode(
     ValueError
         ``max_len`` is < 1.
     """
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    fn = "greedy_decode"
+    batch_size = V.integer(batch_size, "batch_size", fn, low=0)
+    max_len = V.integer(max_len, "max_len", fn, low=1)
+    for name, tok in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        V.integer(tok, name, fn, low=0)
+    return_weights = V.flag(return_weights, "return_weights", fn)
     ids = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (B,)
     weights = []
@@ -189,10 +193,12 @@ def beam_search(
     alpha : the length penalty's exponent (:func:`length_penalty`).
     device : where the ids are built.
     """
-    if beam_size < 1 or max_len < 1:
-        raise ValueError(
-            f"need beam_size >= 1 and max_len >= 1, got {beam_size}, {max_len}"
-        )
+    fn = "beam_search"
+    beam_size = V.integer(beam_size, "beam_size", fn, low=1)
+    max_len = V.integer(max_len, "max_len", fn, low=1)
+    V.integer(bos_id, "bos_id", fn, low=0)
+    V.integer(eos_id, "eos_id", fn, low=0)
+    alpha = V.real(alpha, "alpha", fn)
     reorder = getattr(step, "reorder", None)
     beams = torch.full((1, 1), bos_id, dtype=torch.long, device=device)  # (K, t)
     beam_lp = torch.zeros(1, dtype=torch.float64, device=device)  # (K,) log P(prefix)
@@ -203,14 +209,14 @@ def beam_search(
 
     for t in range(1, max_len + 1):  # t = length of the hypotheses made at this step
         logp = step(beams).double()  # (K, t) -> (K, V)
-        V = logp.shape[-1]
+        n_vocab = logp.shape[-1]
         cand = (beam_lp[:, None] + logp).flatten()  # (K * V,) log P(prefix + token)
         top_lp, top_idx = cand.topk(min(2 * beam_size, cand.numel()))
         keep_rows: list[int] = []
         keep_tok: list[int] = []
         keep_lp: list[float] = []
         for rank, (lp, idx) in enumerate(zip(top_lp.tolist(), top_idx.tolist())):
-            row, tok = divmod(idx, V)
+            row, tok = divmod(idx, n_vocab)
             if tok == eos_id:
                 if rank < beam_size:  # a finished hypothesis must rank among the best
                     seq = beams[row, 1:].tolist() + [tok]
@@ -267,17 +273,11 @@ def generate(
         ``prompt`` is not 2-D, ``n_new`` is negative, or ``temperature`` is negative or
         not finite.
     """
-    if isinstance(n_new, bool) or not isinstance(n_new, int):
-        raise TypeError(f"n_new must be an int >= 0, got {n_new!r}")
-    if n_new < 0:
-        raise ValueError(f"n_new must be >= 0, got {n_new}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a number >= 0, got {temperature!r}")
-    if not 0 <= temperature < float("inf"):
-        raise ValueError(
-            f"temperature must be finite and >= 0 (0 = greedy), got {temperature}"
-        )
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2:
+    fn = "generate"
+    n_new = V.integer(n_new, "n_new", fn, low=0)
+    temperature = V.real(temperature, "temperature", fn, low=0.0)  # 0 = greedy
+    V.tensor(prompt, "prompt", fn)
+    if prompt.dim() != 2:
         shape = (
             tuple(prompt.shape) if isinstance(prompt, torch.Tensor) else type(prompt)
         )
@@ -287,6 +287,7 @@ def generate(
         )
     if prompt.is_floating_point() or prompt.dtype == torch.bool:
         raise TypeError(f"prompt must be integer token ids, got {prompt.dtype}")
+    V.nonempty(prompt, "prompt (B, T0)", fn)  # a step needs a prefix to extend
     ids = prompt  # (B, T0)
     for _ in range(n_new):
         logp = step(ids)  # (B, t) -> (B, V)

@@ -7,8 +7,15 @@ one with the online softmax (chapter 8: each partial output comes with its rows'
 log-sum-exp, and two partials combine exactly), then passes the block it holds to rank
 ``r + 1`` and receives one from rank ``r - 1`` (point-to-point ``isend``/``irecv``,
 posted before the computation so that the transfer can overlap it). After
-``world_size - 1`` passes every rank has seen every block; no rank ever holds more than
-one key/value block, so the memory per device is that of a ``T / world_size`` sequence.
+``world_size - 1`` passes every rank has seen every block. Each rank is given only its
+own query, key and value blocks (one file per rank; it never reads the others') and holds
+at most two key/value blocks at a time (the one it computes with and the one arriving),
+so the memory per device is that of a ``T / world_size`` sequence.
+
+It has no backward: the output comes back from the processes without a graph, so inputs
+that require grad are refused (ring attention's backward is a second ring pass, each
+rank recomputing its blocks from the saved log-sum-exp, which this module does not
+implement).
 
 With ``causal``, a block wholly in a query block's future is skipped (no work, but it
 still travels round the ring: the ranks with early queries idle, which striped or
@@ -19,7 +26,8 @@ the worker is this module's function, which the child processes import; a functi
 defined in a notebook could not be pickled), rendezvous through a ``file://`` in a
 fresh temporary folder (no fixed port: two runs at once do not collide) with a timeout.
 ``backend="gloo"`` runs on the CPU; ``"nccl"`` would put each rank on its own GPU
-(``q``, ``k``, ``v`` would be moved there), which this course does not run.
+(its blocks would be moved there), which this course does not run (untested here). MPI
+cannot be started by ``spawn`` with a ``file://`` rendezvous, so it is not offered.
 
 Each rank sends ``world_size - 1`` key/value blocks, i.e.
 ``(world_size - 1) · (numel(k) + numel(v)) / world_size · element_size`` bytes.
@@ -40,7 +48,7 @@ from .efficient.flash import flash_forward_tiles
 
 __all__ = ["ring_attention", "ring_bytes_per_rank", "BACKENDS"]
 
-BACKENDS = ("gloo", "nccl", "mpi")
+BACKENDS = ("gloo", "nccl")
 
 
 def _merge(out_a, lse_a, out_b, lse_b):
@@ -69,19 +77,18 @@ def _ring_worker(rank, world, init_file, backend, timeout_s, in_path, causal, sc
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     try:
-        data = torch.load(in_path)
-        q, k, v = data["q"], data["k"], data["v"]  # (N, T, Dh), flattened lead dims
+        # only this rank's blocks: (N, n, Dh) queries, (N, n, Dh) keys, (N, n, Dv)
+        data = torch.load(in_path.format(rank=rank))
+        qb, kb, vb = data["q"], data["k"], data["v"]
+        del data
         if backend == "nccl":
             dev = torch.device("cuda", rank)
             torch.cuda.set_device(dev)
-            q, k, v = q.to(dev), k.to(dev), v.to(dev)
-        n = q.shape[1] // world
-        qb = q[:, rank * n : (rank + 1) * n].contiguous()  # (N, n, Dh): my queries
-        kb = k[:, rank * n : (rank + 1) * n].contiguous()  # (N, n, Dh): held block
-        vb = v[:, rank * n : (rank + 1) * n].contiguous()  # (N, n, Dv)
-        f = torch.promote_types(q.dtype, torch.float32)
-        out = q.new_zeros(q.shape[0], n, v.shape[-1], dtype=f)  # (N, n, Dv)
-        lse = q.new_full((q.shape[0], n), -math.inf, dtype=f)  # (N, n)
+            qb, kb, vb = qb.to(dev), kb.to(dev), vb.to(dev)
+        N, n = qb.shape[:2]
+        f = torch.promote_types(qb.dtype, torch.float32)
+        out = qb.new_zeros(N, n, vb.shape[-1], dtype=f)  # (N, n, Dv)
+        lse = qb.new_full((N, n), -math.inf, dtype=f)  # (N, n)
         sent = 0
         for step in range(world):
             src = (rank - step) % world  # whose key/value block is held now
@@ -107,7 +114,7 @@ def _ring_worker(rank, world, init_file, backend, timeout_s, in_path, causal, sc
             if reqs:
                 kb, vb = nk, nv
         torch.save(
-            {"out": out.to(q.dtype).cpu(), "sent": sent},
+            {"out": out.to(qb.dtype).cpu(), "sent": sent},
             os.path.join(os.path.dirname(in_path), f"rank{rank}.pt"),
         )
     finally:
@@ -137,11 +144,11 @@ def ring_attention(
     ``world_size`` processes passing key/value blocks round a ring.
 
     ``T`` must be a multiple of ``world_size``. Returns the output ``(..., T, Dv)``
-    (the ranks' query blocks, concatenated) and the bytes each rank sent."""
+    (the ranks' query blocks, concatenated) and the bytes each rank sent. Each rank
+    receives only its own blocks. No backward: ``q``, ``k`` or ``v`` requiring grad
+    (with grad mode on) raises ``ValueError``."""
     fn = "ring_attention"
     check_qkv(q, k, v, fn)
-    if not q.is_floating_point():
-        raise TypeError(f"{fn}: q, k, v must be floating point, got {q.dtype}")
     if not (q.shape[:-1] == k.shape[:-1] == v.shape[:-1]):
         raise ValueError(
             f"{fn}: self-attention: q, k, v must share (..., T), got "
@@ -160,7 +167,15 @@ def ring_attention(
         if scale is None
         else _v.real(scale, "scale", fn, low=0.0, open_low=True)
     )
-    _v.finite(q, "q", fn)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _v.finite(x, name, fn)
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+        raise ValueError(
+            f"{fn}: q, k or v requires grad, but ring attention here has no backward "
+            "(the output comes back from other processes without a graph, so the "
+            "gradients would be silently lost); call it under torch.no_grad() or on "
+            "detached tensors"
+        )
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
@@ -168,9 +183,12 @@ def ring_attention(
         raise RuntimeError(f"{fn}: this torch build has no torch.distributed")
     lead = q.shape[:-2]
     flat = [x.reshape(-1, T, x.shape[-1]).detach().cpu() for x in (q, k, v)]
+    n = T // w
     with tempfile.TemporaryDirectory(prefix="attnlab_ring_") as tmp:
-        in_path = os.path.join(tmp, "in.pt")
-        torch.save(dict(q=flat[0], k=flat[1], v=flat[2]), in_path)
+        in_path = os.path.join(tmp, "in{rank}.pt")
+        for r in range(w):  # one file per rank: its own blocks only
+            q_r, k_r, v_r = (x[:, r * n : (r + 1) * n].clone() for x in flat)
+            torch.save(dict(q=q_r, k=k_r, v=v_r), in_path.format(rank=r))
         mp.spawn(
             _ring_worker,
             args=(

@@ -69,22 +69,11 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
     ):
         super().__init__()
-        for value, name in ((d_model, "d_model"), (n_heads, "n_heads")):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(
-                    f"MultiHeadAttention: {name} must be an int, got {value!r}"
-                )
-        for dim_or_none, name in ((kdim, "kdim"), (vdim, "vdim")):
-            if dim_or_none is None:
-                continue
-            if isinstance(dim_or_none, bool) or not isinstance(dim_or_none, int):
-                raise TypeError(
-                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {dim_or_none!r}"
-                )
-            if dim_or_none < 1:
-                raise ValueError(
-                    f"MultiHeadAttention: {name} must be None or an int >= 1, got {dim_or_none}"
-                )
+        fn = "MultiHeadAttention"
+        d_model = V.integer(d_model, "d_model", fn)
+        n_heads = V.integer(n_heads, "n_heads", fn)
+        kdim = V.integer(kdim, "kdim", fn, low=1, optional=True)
+        vdim = V.integer(vdim, "vdim", fn, low=1, optional=True)
         if d_model < 1 or n_heads < 1:
             raise ValueError(
                 f"need d_model >= 1, n_heads >= 1; got {d_model}, {n_heads}"
@@ -94,7 +83,8 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by n_heads={n_heads}: every head "
                 f"needs the same width d_head = d_model / n_heads"
             )
-        if isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+        dropout = V.real(dropout, "dropout", fn, low=0.0)
+        if not dropout < 1.0:
             raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
         self.d_model = d_model  # D
         self.n_heads = n_heads  # H

@@ -26,7 +26,6 @@ block-diagonal rotation ``M_k`` that does not depend on ``pos``
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import nn
@@ -79,21 +78,11 @@ def sinusoidal_encoding(
     ValueError
         ``n_positions`` or ``d_model`` is < 1, or ``base`` is not finite and > 1.
     """
-    if not isinstance(n_positions, int) or not isinstance(d_model, int):
-        raise TypeError(
-            f"sinusoidal_encoding needs integer sizes, got n_positions={n_positions!r},"
-            f" d_model={d_model!r}"
-        )
-    if n_positions < 1 or d_model < 1:
-        raise ValueError(
-            f"sinusoidal_encoding needs n_positions >= 1 and d_model >= 1, got "
-            f"n_positions={n_positions}, d_model={d_model}"
-        )
-    if isinstance(base, bool) or not isinstance(base, numbers.Real):
-        raise TypeError(f"sinusoidal_encoding: base must be a number > 1, got {base!r}")
-    if not 1 < base < math.inf:
-        raise ValueError(f"base must be finite and > 1, got {base}")
-    dtype = dtype or torch.get_default_dtype()
+    fn = "sinusoidal_encoding"
+    n_positions = V.integer(n_positions, "n_positions", fn, low=1)
+    d_model = V.integer(d_model, "d_model", fn, low=1)
+    base = V.real(base, "base", fn, low=1.0, open_low=True)
+    dtype = V.floating_dtype(dtype, "dtype", fn)
     pos = torch.arange(n_positions, dtype=torch.float64, device=device)  # (T,)
     freq = _frequencies(d_model, base, torch.float64, device)  # (ceil(D/2),)
     angles = pos[:, None] * freq[None, :]  # (T, 1) * (1, D/2) -> (T, D/2)
@@ -128,9 +117,13 @@ def relative_shift_matrix(
     ValueError
         ``d_model`` is odd.
     """
+    fn = "relative_shift_matrix"
+    k = V.integer(k, "k", fn)
+    d_model = V.integer(d_model, "d_model", fn, low=2)
+    base = V.real(base, "base", fn, low=1.0, open_low=True)
     if d_model % 2:
         raise ValueError(f"relative_shift_matrix needs an even d_model, got {d_model}")
-    dtype = dtype or torch.get_default_dtype()
+    dtype = V.floating_dtype(dtype, "dtype", fn)
     theta = k * _frequencies(d_model, base, torch.float64, None)  # (D/2,)
     c, s = torch.cos(theta), torch.sin(theta)
     m = torch.zeros(d_model, d_model, dtype=torch.float64)
@@ -144,11 +137,7 @@ def relative_shift_matrix(
 
 def _check_offset(offset, name: str) -> int:
     """``offset`` must be an int >= 0 (a position index), not a float or bool."""
-    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
-        raise TypeError(f"{name}: offset must be an int >= 0, got {offset!r}")
-    if offset < 0:
-        raise ValueError(f"{name}: offset must be >= 0 (a position), got {offset}")
-    return int(offset)
+    return V.integer(offset, "offset", name, low=0)  # a position
 
 
 def _check_input(x: torch.Tensor, d_model: int, name: str) -> None:
@@ -171,6 +160,10 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
         super().__init__()
+        fn = "SinusoidalPositionalEncoding"
+        d_model = V.integer(d_model, "d_model", fn, low=1)
+        max_len = V.integer(max_len, "max_len", fn, low=1)
+        base = V.real(base, "base", fn, low=1.0, open_low=True)
         self.d_model, self.base = d_model, base
         self.register_buffer(
             "pe", sinusoidal_encoding(max_len, d_model, base), persistent=False
@@ -178,6 +171,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def table(self, n_positions: int, like: torch.Tensor) -> torch.Tensor:
         """The first ``n_positions`` rows, on ``like``'s device and dtype: (T, D)."""
+        n_positions = V.integer(n_positions, "n_positions", "table", low=0)
         if n_positions > self.pe.shape[0]:
             self.pe = sinusoidal_encoding(n_positions, self.d_model, self.base)
         return self.pe[:n_positions].to(device=like.device, dtype=like.dtype)
@@ -198,6 +192,9 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512):
         super().__init__()
+        fn = "LearnedPositionalEncoding"
+        d_model = V.integer(d_model, "d_model", fn, low=1)
+        max_len = V.integer(max_len, "max_len", fn, low=1)
         self.d_model, self.max_len = d_model, max_len
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
@@ -248,6 +245,7 @@ def apply_rotary(
     if not x.is_floating_point():
         raise TypeError(f"apply_rotary expects floating-point x, got {x.dtype}")
     offset = _check_offset(offset, "apply_rotary")
+    base = V.real(base, "base", "apply_rotary", low=1.0, open_low=True)
     T, D = x.shape[-2], x.shape[-1]
     pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)
     theta = pos[:, None] * _frequencies(D, base, torch.float64, x.device)  # (T, D/2)
@@ -277,6 +275,8 @@ def get_positional(kind: str, d_model: int, max_len: int = 512) -> nn.Module:
     ValueError
         ``kind`` is unknown (the message lists the known names).
     """
+    d_model = V.integer(d_model, "d_model", "get_positional", low=1)
+    max_len = V.integer(max_len, "max_len", "get_positional", low=1)
     return POSITIONAL_ENCODINGS.get(kind)(d_model, max_len)
 
 

@@ -40,6 +40,9 @@ __all__ = [
     "real",
     "integer",
     "flag",
+    "choice",
+    "floating_dtype",
+    "nonempty",
     "token_ids",
     "distribution",
     "env_integer",
@@ -242,6 +245,49 @@ def flag(value: object, name: str, fn: str) -> bool:
     raise TypeError(f"{fn}: {name} must be True or False, got {value!r}")
 
 
+def choice(value: object, options: tuple, name: str, fn: str) -> object:
+    """``value`` if it is one of ``options`` (strings, or any hashable), else a
+    ValueError listing them (a ``TypeError`` for an unhashable value such as a list)."""
+    try:
+        ok = value in options
+    except TypeError:
+        ok = False
+    if not ok:
+        err = TypeError if isinstance(value, (list, dict, set)) else ValueError
+        raise err(f"{fn}: {name} must be one of {tuple(options)}, got {value!r}")
+    return value
+
+
+def floating_dtype(
+    dtype: object, name: str, fn: str, *, optional: bool = True
+) -> torch.dtype:
+    """A floating-point ``torch.dtype`` (None with ``optional``: torch's default).
+
+    An integer or bool dtype where floats are computed would round every value to
+    0 or 1 (a sinusoid, a weight): TypeError, as is anything that is not a dtype."""
+    if dtype is None and optional:
+        return torch.get_default_dtype()
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{fn}: {name} must be a torch dtype, got {dtype!r}")
+    if not dtype.is_floating_point:
+        raise TypeError(
+            f"{fn}: {name} must be a floating-point dtype (float16, bfloat16, "
+            f"float32, float64), got {dtype}: the values would be rounded to integers"
+        )
+    return dtype
+
+
+def nonempty(t: torch.Tensor, name: str, fn: str, *, dim: int = -1) -> torch.Tensor:
+    """``t`` if it has at least one entry along ``dim`` (metadata only), else a
+    ValueError: an empty prompt, a sequence with no token."""
+    if t.dim() == 0 or t.shape[dim] == 0:
+        raise ValueError(
+            f"{fn}: {name} must hold at least one entry along dimension {dim}, got "
+            f"shape {tuple(t.shape)}"
+        )
+    return t
+
+
 def token_ids(ids: object, vocab_size: int, name: str, fn: str) -> torch.Tensor:
     """Integer token ids, each in ``[0, vocab_size)``: TypeError/ValueError naming the
     argument and the first bad id (an embedding would raise an IndexError)."""
@@ -249,7 +295,7 @@ def token_ids(ids: object, vocab_size: int, name: str, fn: str) -> torch.Tensor:
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"{fn}: {name} must be integer token ids, got {t.dtype}")
     if t.numel():
-        lo, hi = int(t.min()), int(t.max())
+        lo, hi = torch.stack([t.min(), t.max()]).tolist()  # one host sync for both
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(

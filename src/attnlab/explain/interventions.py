@@ -33,6 +33,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from .. import validation as V
+from ..masking import causal_mask
 from ..multihead import MultiHeadAttention
 
 __all__ = [
@@ -73,17 +75,14 @@ def _check_mhas(mhas) -> list[MultiHeadAttention]:
 
 def _check_heads(mhas, heads) -> dict[int, list[int]]:
     """``[(layer, head), ...]`` -> ``{layer: [heads]}``, every pair checked."""
-    if isinstance(heads, tuple) and len(heads) == 2 and isinstance(heads[0], int):
+    if isinstance(heads, tuple) and len(heads) == 2 and not isinstance(heads[0], tuple):
         heads = [heads]  # a single (layer, head)
     out: dict[int, list[int]] = {}
     for pair in heads:
-        if (
-            not isinstance(pair, (tuple, list))
-            or len(pair) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
-        ):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"heads must be (layer, head) pairs of ints, got {pair!r}")
-        layer, head = pair
+        layer = V.integer(pair[0], "a head's layer", "heads")
+        head = V.integer(pair[1], "a head's index", "heads")
         if not 0 <= layer < len(mhas):
             raise ValueError(f"layer {layer} out of range: the model has {len(mhas)}")
         if not 0 <= head < mhas[layer].n_heads:
@@ -298,8 +297,12 @@ def knockout(
                 else:
                     new = old.masked_fill(~keep, float("-inf"))
             allowed = new if new.dtype == torch.bool else torch.isfinite(new)
-            if kwargs.get("is_causal"):
-                allowed = allowed & torch.ones(T, S, dtype=torch.bool).tril(S - T)
+            if kwargs.get("is_causal"):  # MHA's own rule: top-left, on q's device
+                allowed = allowed & causal_mask(T, S, device=q.device)  # (T, S)
+            kpm = kwargs.get("key_padding_mask", args[3] if len(args) > 3 else None)
+            if kpm is not None:  # (B, S): True = may attend, or float (added)
+                keys = kpm if kpm.dtype == torch.bool else torch.isfinite(kpm)
+                allowed = allowed & keys[:, None, None, :]  # (B, H, T, S)
             if not bool(allowed.any(-1).all()):
                 raise ValueError(f"knockout of {edges} leaves a query with no key")
             return args, {**kwargs, "attn_mask": new}

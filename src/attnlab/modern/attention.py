@@ -11,132 +11,27 @@ decoding one token at a time.
 
 from __future__ import annotations
 
-import math
-
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ..mappings.basic import upcast
+from .. import validation as V
 from ..masking import position_mask
+from ._parts import (
+    Cache,
+    RMSNorm,
+    attend,
+    merge_attn_mask,
+    position_ids_of,
+    rope_embeddings,
+    same_dtype_as_weights,
+)
 from .rope import RoPE, alibi_bias
 
-__all__ = ["Attention", "Cache", "RMSNorm", "attend"]
+__all__ = ["Attention", "Cache", "RMSNorm", "attend", "IMPLEMENTATIONS"]
 
-
-class RMSNorm(nn.Module):
-    """``x / sqrt(mean(x²) + eps) · weight`` over the last dimension."""
-
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = upcast(x)
-        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (y * self.weight.to(y.dtype)).to(x.dtype)
-
-
-class Cache:
-    """A per-layer decoding cache: two tensors grown along the sequence (dim -2).
-
-    ``Attention`` keeps rotated keys ``(B, G, S, Dh)`` and values; ``LatentAttention``
-    keeps the latent ``(B, S, d_c)`` and the shared RoPE key ``(B, S, d_r)``.
-    """
-
-    def __init__(self) -> None:
-        self.first: torch.Tensor | None = None
-        self.second: torch.Tensor | None = None
-        self.positions: torch.Tensor | None = None  # (S,) the cached tokens' positions
-
-    @property
-    def length(self) -> int:
-        return 0 if self.first is None else self.first.shape[-2]
-
-    def append(self, a: torch.Tensor, b: torch.Tensor, positions: torch.Tensor):
-        """Add (…, T, ·) tensors at ``positions (T,)``; return the whole cache."""
-        if self.first is None:
-            self.first, self.second, self.positions = a, b, positions
-        else:
-            self.first = torch.cat((self.first, a), -2)
-            self.second = torch.cat((self.second, b), -2)  # type: ignore[arg-type]
-            self.positions = torch.cat((self.positions, positions))  # type: ignore[arg-type]
-        return self.first, self.second, self.positions
-
-    def nbytes_per_token(self) -> int:
-        """Bytes the cache holds per token and sequence (both tensors)."""
-        if self.first is None or self.second is None:
-            return 0
-        per = 0
-        for t in (self.first, self.second):
-            per += t.numel() // (t.shape[0] * t.shape[-2]) * t.element_size()
-        return per
-
-
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    allowed: torch.Tensor | None,
-    *,
-    scale: float,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sink: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax attention with the 2026 options; returns (output, weights).
-
-    ``q (B, H, T, Dq)``, ``k (B, H, S, Dq)``, ``v (B, H, S, Dv)``; ``allowed``
-    boolean (True = may attend) broadcastable to (B, H, T, S), or a float mask added
-    to the scores. Order as in Gemma 2 and gpt-oss: ``scale·q·k``, soft-cap
-    ``c·tanh(s/c)``, add bias and mask, then the softmax over the keys and, with
-    ``sink (H,)``, one extra logit per head whose mass is dropped. A row with no
-    allowed key (and no sink) gets zero weights and a zero output, never NaN.
-    """
-    scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, Dq) @ (B, H, Dq, S)
-    if softcap is not None:
-        scores = softcap * torch.tanh(scores / softcap)  # (B, H, T, S)
-    if bias is not None:
-        scores = scores + bias  # (B, H, T, S)
-    if allowed is not None:
-        if allowed.dtype == torch.bool:
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        else:
-            scores = scores + allowed
-    m = scores.amax(-1, keepdim=True)  # (B, H, T, 1)
-    if sink is not None:
-        s = sink.to(scores.dtype)[None, :, None, None]  # (1, H, 1, 1)
-        m = torch.maximum(m, s)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
-    e = torch.exp(scores - m)  # (B, H, T, S); exp(-inf) = 0
-    den = e.sum(-1, keepdim=True)  # (B, H, T, 1)
-    if sink is not None:
-        den = den + torch.exp(s - m)
-    weights = e / torch.where(den > 0, den, torch.ones_like(den))  # (B, H, T, S)
-    return weights @ v, weights  # (B, H, T, S) @ (B, H, S, Dv) -> (B, H, T, Dv)
-
-
-def positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Attention: {name} must be a positive int, got {value!r}")
-    return value
-
-
-def merge_attn_mask(mask: torch.Tensor | None, attn_mask, T: int, S: int):
-    if attn_mask is None:
-        return mask
-    if not isinstance(attn_mask, torch.Tensor):
-        raise TypeError(f"attn_mask must be a tensor, got {type(attn_mask).__name__}")
-    if attn_mask.shape[-2:] != (T, S):
-        raise ValueError(
-            f"attn_mask must end in (T, S) = ({T}, {S}) (True = may attend), got "
-            f"{tuple(attn_mask.shape)}"
-        )
-    if mask is None:
-        return attn_mask
-    if attn_mask.dtype == torch.bool:
-        return attn_mask & mask
-    return attn_mask.masked_fill(~mask, float("-inf"))
+# the attention implementations, chosen per layer as transformers' attn_implementation
+IMPLEMENTATIONS = ("sdpa", "eager")
 
 
 class Attention(nn.Module):
@@ -153,7 +48,10 @@ class Attention(nn.Module):
     alibi : bool
         Add ALiBi's ``-m_h·(i - j)`` to the scores (Press et al. 2022).
     qk_norm : bool
-        RMSNorm over each head's query and key before RoPE (Qwen3, OLMo 2).
+        RMSNorm over each head's query and key before RoPE (Qwen3, Gemma 3). OLMo 2
+        normalises differently: one RMSNorm over the whole query projection (width
+        H·Dh) and one over the whole key projection, before the split into heads,
+        so its statistics mix the heads; this switch does not do that.
     softcap : float, optional
         Scores become ``c·tanh(s/c)`` (Gemma 2 uses c = 50).
     sink : bool
@@ -165,6 +63,11 @@ class Attention(nn.Module):
     scale, bias, causal, norm_eps : keyword
         Score scale (default ``head_dim ** -0.5``), biases on the projections,
         causal masking (default True), the QK-norm epsilon.
+    attn_implementation : keyword, ``"sdpa"`` or ``"eager"``
+        ``"sdpa"`` (default) computes through ``F.scaled_dot_product_attention``
+        (GQA without copying the keys) whenever it can; ``"eager"`` always runs the
+        readable :func:`attend`. :meth:`why_not_fast_path` says why a call falls back
+        to eager (weights asked for, soft-cap, sinks, a hook).
     """
 
     def __init__(
@@ -185,11 +88,20 @@ class Attention(nn.Module):
         bias: bool = False,
         causal: bool = True,
         norm_eps: float = 1e-6,
+        attn_implementation: str = "sdpa",
     ) -> None:
         super().__init__()
-        D = positive_int(embed_dim, "embed_dim")
-        H = positive_int(num_heads, "num_heads")
-        G = H if num_kv_heads is None else positive_int(num_kv_heads, "num_kv_heads")
+        self.attn_implementation = V.choice(
+            attn_implementation, IMPLEMENTATIONS, "attn_implementation", "Attention"
+        )
+        self.last_path = ""  # the path the last forward took, or why not the fast one
+        D = V.integer(embed_dim, "embed_dim", "Attention", low=1)
+        H = V.integer(num_heads, "num_heads", "Attention", low=1)
+        G = (
+            H
+            if num_kv_heads is None
+            else V.integer(num_kv_heads, "num_kv_heads", "Attention", low=1)
+        )
         if H % G:
             raise ValueError(
                 f"Attention: num_heads ({H}) must be a multiple of num_kv_heads ({G})"
@@ -201,21 +113,20 @@ class Attention(nn.Module):
                     "or head_dim given"
                 )
             head_dim = D // H
-        Dh = positive_int(head_dim, "head_dim")
+        Dh = V.integer(head_dim, "head_dim", "Attention", low=1)
         if rope is not None and not isinstance(rope, RoPE):
             raise TypeError(f"Attention: rope must be a RoPE or None, got {rope!r}")
         if rope is not None:
             rope.rotary_dim(Dh)  # fails now if the head is too narrow
-        if softcap is not None and not (
-            isinstance(softcap, (int, float)) and 0 < softcap < math.inf
-        ):
-            raise ValueError(
-                f"Attention: softcap must be a positive number, got {softcap!r}"
-            )
-        if window is not None:
-            positive_int(window, "window")
-        if scale is not None and not scale > 0:
-            raise ValueError(f"Attention: scale must be positive, got {scale!r}")
+        fn = "Attention"
+        softcap = V.real(softcap, "softcap", fn, low=0.0, open_low=True, optional=True)
+        window = V.integer(window, "window", fn, low=1, optional=True)
+        scale = V.real(scale, "scale", fn, low=0.0, open_low=True, optional=True)
+        alibi, qk_norm = V.flag(alibi, "alibi", fn), V.flag(qk_norm, "qk_norm", fn)
+        sink = V.flag(sink, "sink", fn)
+        output_gate = V.flag(output_gate, "output_gate", fn)
+        bias, causal = V.flag(bias, "bias", fn), V.flag(causal, "causal", fn)
+        norm_eps = V.real(norm_eps, "norm_eps", fn, low=0.0)
         self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim = D, H, G, Dh
         self.rope, self.alibi, self.softcap, self.window = (
             rope,
@@ -244,6 +155,7 @@ class Attention(nn.Module):
         cache: Cache | None = None,
         *,
         return_weights: bool = False,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         """``x (B, T, D)`` -> ``(B, T, D)`` (and the weights (B, H, T, S) if asked).
 
@@ -251,9 +163,14 @@ class Attention(nn.Module):
         causal and window masks), or float, added. ``position_ids``: (T,) or (B, T)
         integers, default ``cache.length + arange(T)``. ``cache``: a :class:`Cache`
         that this call extends with the new keys and values.
+        ``position_embeddings``: the ``(cos, sin)`` of ``self.rope.cos_sin(position_ids,
+        head_dim, x.dtype)``, computed once by a model for all its layers (as
+        transformers passes them down); by default the layer computes them once, for
+        its queries and keys together. No path reads a tensor back to the host, except
+        dynamic NTK RoPE (its length) and (B, T) ``position_ids`` (equal rows).
         """
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise TypeError("Attention: x must be a floating-point tensor (B, T, D)")
+        V.floating(x, "x (B, T, D)", "Attention")
+        same_dtype_as_weights(x, self.q_proj.weight, "Attention")
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"Attention: x must be (B, T, {self.embed_dim}), got {tuple(x.shape)}"
@@ -264,8 +181,9 @@ class Attention(nn.Module):
             )
         if cache is not None and self.rope is not None and not self.rope.cacheable:
             raise ValueError(
-                "Attention: dynamic NTK RoPE cannot be cached: its frequencies depend "
-                "on the current length, so cached keys were rotated with other ones"
+                f"Attention: {self.rope.kind_name} RoPE cannot be cached: its "
+                "frequencies depend on the current length, so cached keys were "
+                "rotated with other ones"
             )
         B, T, D = x.shape
         H, G, Dh = self.num_heads, self.num_kv_heads, self.head_dim
@@ -278,22 +196,58 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, Dh), (B, G, T, Dh)
         if self.rope is not None:
-            q, k = self.rope(q, pos), self.rope(k, pos)
+            cos, sin = rope_embeddings(
+                self.rope, position_embeddings, pos, Dh, x.dtype, "Attention"
+            )
+            q, k = self.rope.rotate(q, cos, sin), self.rope.rotate(k, cos, sin)
         k_pos = pos
         if cache is not None:
             k, v, k_pos = cache.append(k, v, pos)  # (B, G, S, Dh) x2, (S,)
         S = k.shape[-2]
-        k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
-        v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+        why = self.why_not_fast_path(return_weights=return_weights)
+        self.last_path = why or "sdpa"
         q_pos = pos
-        mask = position_mask(q_pos, k_pos, causal=self.causal, window=self.window)
-        mask = merge_attn_mask(mask, attn_mask, T, S)
-        if self.record_max_logit:  # for chapter 13's stability sweep
-            raw = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)
-            self.max_logit = float(raw.detach().abs().amax())
+        # plain causal self-attention over positions 0..T-1: SDPA's own is_causal
+        plain_causal = (
+            not why
+            and self.causal
+            and self.window is None
+            and attn_mask is None
+            and position_ids is None
+            and past == 0
+            and not self.alibi
+        )
+        mask = None
+        if not plain_causal:
+            mask = position_mask(q_pos, k_pos, causal=self.causal, window=self.window)
+            mask = merge_attn_mask(mask, attn_mask, T, S)
         bias = None
         if self.alibi:
             bias = alibi_bias(H, q_pos, k_pos, x.dtype)[None]  # (1, H, T, S)
+        if self.record_max_logit:  # for chapter 13's stability sweep
+            kr = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+            raw = (q @ kr.transpose(-2, -1)) * self.scale  # (B, H, T, S)
+            self.max_logit = float(raw.detach().abs().amax())
+        if not why:  # the fast path: PyTorch's fused kernel, GQA without copies
+            if bias is not None:  # ALiBi: a float mask, the boolean one folded in
+                if mask is None:
+                    mask = bias
+                elif mask.dtype == torch.bool:
+                    mask = bias.masked_fill(~mask, float("-inf"))  # (.., H, T, S)
+                else:
+                    mask = bias + mask  # (.., H, T, S), both added to the scores
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=plain_causal, scale=self.scale,
+                enable_gqa=H != G,
+            )  # fmt: skip  # (B, H, T, Dh)
+            out = out.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
+            if self.gate_proj is not None:
+                out = out * torch.sigmoid(self.gate_proj(x))  # (B, T, H·Dh)
+            return self.o_proj(out)  # (B, T, D)
+        if plain_causal:  # (only reached when the fast path was refused)
+            mask = position_mask(q_pos, k_pos, causal=True, window=None)
+        k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
+        v = v.repeat_interleave(H // G, dim=1)  # (B, H, S, Dh)
         out, weights = attend(
             q,
             k,
@@ -310,6 +264,28 @@ class Attention(nn.Module):
         out = self.o_proj(out)  # (B, T, D)
         return (out, weights) if return_weights else out
 
+    def why_not_fast_path(self, *, return_weights: bool = False) -> str:
+        """Why a forward would take the readable ``attend`` path ("eager") rather than
+        ``F.scaled_dot_product_attention``; ``""`` when it takes the fast path.
+
+        As transformers' attention interface, the implementation is chosen by
+        ``attn_implementation`` (``"sdpa"`` by default, ``"eager"`` on request), and
+        as PyTorch's ``MultiheadAttention`` the reason a fast path is refused can be
+        read (also after a call, in ``last_path``). Both paths give the same output
+        (to rounding: tests/test_modern_fastpath.py).
+        """
+        if self.attn_implementation == "eager":
+            return "eager: attn_implementation='eager' was requested"
+        if return_weights:
+            return "eager: weights requested (return_weights=True); SDPA makes none"
+        if self.softcap is not None:
+            return "eager: logit soft-capping (softcap) is not in SDPA"
+        if self.sinks is not None:
+            return "eager: sink logits join the softmax, which SDPA cannot"
+        if self._forward_hooks or self._forward_pre_hooks:
+            return "eager: a forward hook is set on the layer (it may read weights)"
+        return ""
+
     @classmethod
     def from_hf(cls, module: nn.Module) -> Attention:
         """Copy a transformers attention layer (Llama, Qwen3, Gemma 2, gpt-oss,
@@ -317,20 +293,3 @@ class Attention(nn.Module):
         from .hf import attention_from_hf
 
         return attention_from_hf(cls, module)
-
-
-def position_ids_of(position_ids, past: int, B: int, T: int, device) -> torch.Tensor:
-    if position_ids is None:
-        return torch.arange(past, past + T, device=device)  # (T,)
-    if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
-        raise TypeError("position_ids must be an integer tensor (T,) or (B, T)")
-    if position_ids.shape not in ((T,), (B, T)):
-        raise ValueError(
-            f"position_ids must have shape ({T},) or ({B}, {T}), got "
-            f"{tuple(position_ids.shape)}"
-        )
-    if position_ids.dim() == 2 and not bool((position_ids == position_ids[:1]).all()):
-        raise ValueError("position_ids (B, T) must be the same for every sequence")
-    if bool((position_ids < 0).any()):
-        raise ValueError("position_ids must be >= 0")
-    return position_ids if position_ids.dim() == 1 else position_ids[0]  # (T,)

@@ -13,7 +13,12 @@ from torch import nn
 
 from .rope import RoPE
 
-__all__ = ["rope_from_config", "attention_from_hf", "latent_from_hf"]
+__all__ = [
+    "rope_from_config",
+    "rope_parameters_of",
+    "attention_from_hf",
+    "latent_from_hf",
+]
 
 _SUPPORTED = (
     "LlamaAttention",
@@ -24,14 +29,40 @@ _SUPPORTED = (
 )
 
 
-def rope_from_config(config, layout: str = "half") -> RoPE:
-    """The RoPE a transformers config describes (default/linear/dynamic/yarn)."""
+def rope_parameters_of(config) -> dict:
+    """A config's RoPE parameters, read the 5.x way (``rope_parameters``, with
+    ``rope_theta`` inside) or the 4.x way (``rope_scaling``, whose kind is ``"type"``
+    or ``"rope_type"``, and ``config.rope_theta``), as one 5.x-style dict."""
     rp = dict(getattr(config, "rope_parameters", None) or {})
-    kind = rp.get("rope_type", "default")
-    base = rp.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+    old = getattr(config, "rope_scaling", None)
+    if isinstance(old, dict):  # 4.x: the scaling only; the base is on the config
+        rp = {**dict(old), **rp}
+    if not isinstance(rp.get("rope_type"), str):
+        rp["rope_type"] = rp.get("type") or "default"
+    rp.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    if "original_max_position_embeddings" not in rp:
+        # Phi-3 keeps the pretraining length on the config itself
+        orig = getattr(config, "original_max_position_embeddings", None)
+        rp["original_max_position_embeddings"] = orig or getattr(
+            config, "max_position_embeddings", None
+        )
+    return rp
+
+
+_KINDS = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
+
+
+def rope_from_config(config, layout: str = "half") -> RoPE:
+    """The RoPE a transformers config describes: default, linear, dynamic, yarn,
+    llama3 or longrope, from a 5.x ``rope_parameters`` or a 4.x ``rope_scaling``;
+    any other kind raises ``ValueError`` (never a silent plain RoPE)."""
+    rp = rope_parameters_of(config)
+    kind = rp["rope_type"]
+    base = rp["rope_theta"]
     fraction = rp.get(
         "partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)
     )
+    orig = rp["original_max_position_embeddings"]
     scaling: dict | None
     if kind == "default":
         scaling = None
@@ -44,7 +75,6 @@ def rope_from_config(config, layout: str = "half") -> RoPE:
             "original_max_position": config.max_position_embeddings,
         }
     elif kind == "yarn":
-        orig = rp["original_max_position_embeddings"]
         factor = rp.get("factor") or config.max_position_embeddings / orig
         scaling = {"type": "yarn", "factor": factor, "original_max_position": orig}
         for key in (
@@ -57,8 +87,30 @@ def rope_from_config(config, layout: str = "half") -> RoPE:
         ):
             if rp.get(key) is not None:
                 scaling[key] = rp[key]
+    elif kind == "llama3":
+        scaling = {
+            "type": "llama3",
+            "factor": rp["factor"],
+            "original_max_position": orig,
+            "low_freq_factor": rp["low_freq_factor"],
+            "high_freq_factor": rp["high_freq_factor"],
+        }
+    elif kind == "longrope":
+        factor = rp.get("factor") or config.max_position_embeddings / orig
+        scaling = {
+            "type": "longrope",
+            "factor": factor,
+            "original_max_position": orig,
+            "short_factor": list(rp["short_factor"]),
+            "long_factor": list(rp["long_factor"]),
+        }
+        if rp.get("attention_factor") is not None:
+            scaling["attention_factor"] = rp["attention_factor"]
     else:
-        raise ValueError(f"rope_from_config: rope_type {kind!r} is not supported")
+        raise ValueError(
+            f"rope_from_config: rope_type {kind!r} is not supported (supported: "
+            f"{_KINDS})"
+        )
     return RoPE(base, layout, scaling, fraction=fraction)
 
 

@@ -16,21 +16,48 @@ position sits between W_uk and the query, hence the decoupled RoPE key.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
+from .. import validation as V
 from ..masking import position_mask
-from .attention import (
+from ._parts import (
     Cache,
     RMSNorm,
     attend,
     merge_attn_mask,
     position_ids_of,
-    positive_int,
+    rope_embeddings,
+    same_dtype_as_weights,
 )
 from .rope import RoPE
 
 __all__ = ["LatentAttention"]
+
+
+def deepseek_scale(d_qk: int, rope: RoPE) -> float:
+    """The default softmax scale of MLA: ``d_qk ** -0.5``, and with YaRN DeepSeek's
+    ``mscale(s, mscale_all_dim)²`` on top (the whole score, not only its RoPE part).
+
+    Without ``mscale_all_dim`` YaRN's factor would multiply only the decoupled RoPE
+    part of the scores (through cos/sin), which no model does: refused.
+    """
+    sc = rope.scaling
+    if not sc or sc["type"] != "yarn":
+        return d_qk**-0.5
+    if not sc.get("mscale_all_dim"):
+        raise ValueError(
+            "LatentAttention: with YaRN, DeepSeek multiplies the whole softmax scale "
+            "by mscale(factor, mscale_all_dim)**2; this RoPE has no "
+            "scaling['mscale_all_dim'], so YaRN's factor would scale only the "
+            "rope_dim part of each score. Give mscale and mscale_all_dim (DeepSeek-V3: "
+            "both 1) or an explicit scale"
+        )
+    s, m = float(sc["factor"]), float(sc["mscale_all_dim"])
+    mscale = 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+    return d_qk**-0.5 * mscale * mscale
 
 
 class LatentAttention(nn.Module):
@@ -53,7 +80,9 @@ class LatentAttention(nn.Module):
     absorb : bool
         Compute scores and outputs in the latent space (the decode path).
     scale : float, optional
-        Score scale, default ``(nope_dim + rope_dim) ** -0.5``.
+        Score scale, default ``(nope_dim + rope_dim) ** -0.5``, times DeepSeek's
+        ``mscale(factor, mscale_all_dim)²`` with a YaRN ``rope`` (one without
+        ``mscale_all_dim`` is refused unless ``scale`` is given).
     """
 
     def __init__(
@@ -73,14 +102,18 @@ class LatentAttention(nn.Module):
         norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
-        D = positive_int(embed_dim, "embed_dim")
-        H = positive_int(num_heads, "num_heads")
-        dc = positive_int(kv_rank, "kv_rank")
+        fn = "LatentAttention"
+        D = V.integer(embed_dim, "embed_dim", fn, low=1)
+        H = V.integer(num_heads, "num_heads", fn, low=1)
+        dc = V.integer(kv_rank, "kv_rank", fn, low=1)
         dn, dr = (
-            positive_int(nope_dim, "nope_dim"),
-            positive_int(rope_dim, "rope_dim"),
+            V.integer(nope_dim, "nope_dim", fn, low=1),
+            V.integer(rope_dim, "rope_dim", fn, low=1),
         )
-        dv = positive_int(v_dim, "v_dim")
+        dv = V.integer(v_dim, "v_dim", fn, low=1)
+        absorb, causal = V.flag(absorb, "absorb", fn), V.flag(causal, "causal", fn)
+        scale = V.real(scale, "scale", fn, low=0.0, open_low=True, optional=True)
+        norm_eps = V.real(norm_eps, "norm_eps", fn, low=0.0)
         if dr % 2:
             raise ValueError(f"LatentAttention: rope_dim must be even, got {dr}")
         rope = RoPE() if rope is None else rope
@@ -93,11 +126,11 @@ class LatentAttention(nn.Module):
         self.embed_dim, self.num_heads = D, H
         self.kv_rank, self.nope_dim, self.rope_dim, self.v_dim = dc, dn, dr, dv
         self.rope, self.absorb, self.causal = rope, bool(absorb), bool(causal)
-        self.scale = (dn + dr) ** -0.5 if scale is None else float(scale)
+        self.scale = deepseek_scale(dn + dr, rope) if scale is None else float(scale)
         if q_rank is None:
             self.q_proj: nn.Module = nn.Linear(D, H * (dn + dr), bias=False)
         else:
-            dq = positive_int(q_rank, "q_rank")
+            dq = V.integer(q_rank, "q_rank", fn, low=1)
             self.q_proj = nn.Sequential(
                 nn.Linear(D, dq, bias=False),
                 RMSNorm(dq, norm_eps),
@@ -120,12 +153,12 @@ class LatentAttention(nn.Module):
         cache: Cache | None = None,
         *,
         return_weights: bool = False,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
-        """``x (B, T, D)`` -> ``(B, T, D)``; masks and positions as in ``Attention``."""
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise TypeError(
-                "LatentAttention: x must be a floating-point tensor (B, T, D)"
-            )
+        """``x (B, T, D)`` -> ``(B, T, D)``; masks, positions and
+        ``position_embeddings`` (for the ``rope_dim`` part) as in ``Attention``."""
+        V.floating(x, "x (B, T, D)", "LatentAttention")
+        same_dtype_as_weights(x, self.o_proj.weight, "LatentAttention")
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"LatentAttention: x must be (B, T, {self.embed_dim}), got "
@@ -136,7 +169,9 @@ class LatentAttention(nn.Module):
                 f"LatentAttention: cache must be a Cache, got {type(cache)}"
             )
         if cache is not None and not self.rope.cacheable:
-            raise ValueError("LatentAttention: dynamic NTK RoPE cannot be cached")
+            raise ValueError(
+                f"LatentAttention: {self.rope.kind_name} RoPE cannot be cached"
+            )
         B, T, D = x.shape
         H, dc, dn, dr, dv = (
             self.num_heads,
@@ -148,10 +183,16 @@ class LatentAttention(nn.Module):
         past = 0 if cache is None else cache.length
         pos = position_ids_of(position_ids, past, B, T, x.device)  # (T,)
         q = self.q_proj(x).view(B, T, H, dn + dr).transpose(1, 2)  # (B, H, T, dn+dr)
-        q_n, q_r = q[..., :dn], self.rope(q[..., dn:], pos)  # (B, H, T, dn), (.., dr)
+        cos, sin = rope_embeddings(
+            self.rope, position_embeddings, pos, dr, x.dtype, "LatentAttention"
+        )  # once for the queries and the shared key
+        q_n, q_r = (
+            q[..., :dn],
+            self.rope.rotate(q[..., dn:], cos, sin),
+        )  # (.., dn), (.., dr)
         ckr = self.kv_down(x)  # (B, T, dc + dr)
         c = self.kv_norm(ckr[..., :dc])  # (B, T, dc)
-        k_r = self.rope(ckr[:, None, :, dc:], pos)  # (B, 1, T, dr)
+        k_r = self.rope.rotate(ckr[:, None, :, dc:], cos, sin)  # (B, 1, T, dr)
         k_r = k_r[:, 0]  # (B, T, dr)
         k_pos = pos
         if cache is not None:

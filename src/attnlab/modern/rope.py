@@ -19,7 +19,17 @@ Context extension at evaluation, ``scaling={"type": ..., "factor": s, ...}``:
 - ``"yarn"`` — YaRN (Peng et al. 2023): frequencies whose wavelength exceeds the
   training length ``L0`` are interpolated, fast ones kept, a linear ramp between
   (``beta_fast``, ``beta_slow`` rotations), and cos/sin multiplied by
-  ``0.1·ln s + 1`` (so the logits by its square).
+  ``0.1·ln s + 1`` (so the logits by its square);
+- ``"llama3"`` — Llama 3.1's rule (Meta 2024): wavelengths longer than
+  ``L0 / low_freq_factor`` are divided by ``s``, shorter than ``L0 / high_freq_factor``
+  kept, a smooth interpolation between;
+- ``"longrope"`` — LongRoPE (Ding et al. 2024, Phi-3): ``ω_i / λ_i`` with per-pair
+  factors ``short_factor`` while the length is at most ``L0`` and ``long_factor``
+  beyond, and cos/sin multiplied by ``sqrt(1 + ln s / ln L0)``.
+
+``"dynamic"`` and ``"longrope"`` depend on the current length, so keys cached at one
+length would disagree with a full forward at another: a layer with either refuses a
+cache (transformers caches them anyway).
 """
 
 from __future__ import annotations
@@ -29,124 +39,12 @@ import math
 import torch
 from torch import nn
 
+from .. import validation as V
+from ._scaling import LENGTH_DEPENDENT, check_scaling, rope_frequencies
+
 __all__ = ["RoPE", "alibi_slopes", "alibi_bias", "rope_frequencies"]
 
 _LAYOUTS = ("half", "interleaved")
-_KEYS = {
-    "linear": {"factor"},
-    "ntk": {"factor"},
-    "dynamic": {"factor", "original_max_position"},
-    "yarn": {
-        "factor",
-        "original_max_position",
-        "beta_fast",
-        "beta_slow",
-        "attention_factor",
-        "mscale",
-        "mscale_all_dim",
-        "truncate",
-    },
-}
-_REQUIRED = {
-    "linear": {"factor"},
-    "ntk": {"factor"},
-    "dynamic": {"factor", "original_max_position"},
-    "yarn": {"factor", "original_max_position"},
-}
-
-
-def _check_scaling(scaling) -> dict | None:
-    if scaling is None:
-        return None
-    if not isinstance(scaling, dict):
-        raise TypeError(
-            f"RoPE: scaling must be None or a dict, got {type(scaling).__name__}"
-        )
-    kind = scaling.get("type")
-    if kind not in _KEYS:
-        raise ValueError(
-            f"RoPE: scaling['type'] must be one of {sorted(_KEYS)}, got {kind!r}"
-        )
-    keys = set(scaling) - {"type"}
-    if keys - _KEYS[kind]:
-        raise ValueError(
-            f"RoPE: unknown scaling keys {sorted(keys - _KEYS[kind])} for "
-            f"{kind!r} (allowed: {sorted(_KEYS[kind])})"
-        )
-    if _REQUIRED[kind] - keys:
-        raise ValueError(
-            f"RoPE: scaling type {kind!r} needs {sorted(_REQUIRED[kind] - keys)}"
-        )
-    factor = scaling["factor"]
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        raise TypeError(f"RoPE: scaling['factor'] must be a number, got {factor!r}")
-    if not factor >= 1.0 or not math.isfinite(factor):
-        raise ValueError(f"RoPE: scaling['factor'] must be >= 1, got {factor}")
-    orig = scaling.get("original_max_position", 1)
-    if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
-        raise ValueError(
-            f"RoPE: scaling['original_max_position'] must be a positive int, "
-            f"got {orig!r}"
-        )
-    return dict(scaling)
-
-
-def _yarn(base: float, d: int, sc: dict) -> tuple[torch.Tensor, float]:
-    """YaRN's frequencies (float64) and cos/sin factor, as in Peng et al. 2023."""
-    s, L0 = float(sc["factor"]), sc["original_max_position"]
-    fast, slow = sc.get("beta_fast", 32), sc.get("beta_slow", 1)
-
-    def dim_of(rotations: float) -> float:  # the pair index making `rotations` in L0
-        return d * math.log(L0 / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = dim_of(fast), dim_of(slow)
-    if sc.get("truncate", True):  # gpt-oss keeps the fractional bounds
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, d - 1)
-    if low == high:
-        high += 0.001
-    ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(
-        0, 1
-    )  # (d/2,) 0 = keep (fast pairs), 1 = interpolate (slow pairs)
-    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
-    omega = omega * (1 - ramp) + omega / s * ramp
-
-    def mscale(x: float, m: float = 1.0) -> float:
-        return 1.0 if x <= 1 else 0.1 * m * math.log(x) + 1.0
-
-    if sc.get("attention_factor") is not None:
-        att = float(sc["attention_factor"])
-    elif sc.get("mscale") and sc.get("mscale_all_dim"):
-        att = mscale(s, sc["mscale"]) / mscale(s, sc["mscale_all_dim"])
-    else:
-        att = mscale(s)
-    return omega, att
-
-
-def rope_frequencies(
-    d: int, base: float = 10000.0, scaling: dict | None = None, length: int = 0
-) -> tuple[torch.Tensor, float]:
-    """The ``d/2`` angular frequencies ω_i (float64) and the cos/sin factor.
-
-    ``length`` (the current length, largest position + 1) matters only for
-    ``"dynamic"`` scaling.
-    """
-    if d < 2 or d % 2:
-        raise ValueError(f"rope_frequencies: rotary width must be even, got {d}")
-    sc = _check_scaling(scaling) or {"type": None}
-    kind = sc["type"]
-    if kind == "yarn":
-        return _yarn(base, d, sc)
-    if kind == "ntk":
-        base = base * float(sc["factor"]) ** (d / (d - 2))
-    if kind == "dynamic":
-        L0, s = sc["original_max_position"], float(sc["factor"])
-        L = max(int(length), L0)
-        base = base * (s * L / L0 - (s - 1)) ** (d / (d - 2))
-    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
-    if kind == "linear":
-        omega = omega / float(sc["factor"])
-    return omega, 1.0
 
 
 class RoPE(nn.Module):
@@ -159,8 +57,11 @@ class RoPE(nn.Module):
     layout : "half" or "interleaved"
         Which features form a rotated pair (see the module docstring).
     scaling : None or dict
-        ``{"type": "linear"|"ntk"|"dynamic"|"yarn", "factor": s, ...}`` (module
-        docstring); ``"dynamic"`` and ``"yarn"`` need ``"original_max_position"``.
+        ``{"type": "linear"|"ntk"|"dynamic"|"yarn"|"llama3"|"longrope", "factor": s,
+        ...}`` (module docstring); all but ``"linear"`` and ``"ntk"`` need
+        ``"original_max_position"``, ``"llama3"`` its ``low_freq_factor`` and
+        ``high_freq_factor``, ``"longrope"`` its ``short_factor`` and
+        ``long_factor`` lists.
     fraction : float
         Share of each head's features that rotate (partial RoPE, e.g. 0.25 in
         Qwen3-Next); the rest pass through. The rotated block comes first.
@@ -175,26 +76,34 @@ class RoPE(nn.Module):
         fraction: float = 1.0,
     ) -> None:
         super().__init__()
-        if isinstance(base, bool) or not isinstance(base, (int, float)):
-            raise TypeError(f"RoPE: base must be a number, got {base!r}")
-        if not base > 1 or not math.isfinite(base):
-            raise ValueError(f"RoPE: base must be a finite number > 1, got {base}")
-        if layout not in _LAYOUTS:
-            raise ValueError(f"RoPE: layout must be one of {_LAYOUTS}, got {layout!r}")
-        if not 0 < fraction <= 1:
-            raise ValueError(f"RoPE: fraction must be in (0, 1], got {fraction}")
+        base = V.real(base, "base", "RoPE", low=1.0, open_low=True)
+        V.choice(layout, _LAYOUTS, "layout", "RoPE")
+        fraction = V.real(
+            fraction, "fraction", "RoPE", low=0.0, open_low=True, high=1.0
+        )
         self.base, self.layout, self.fraction = float(base), layout, float(fraction)
-        self.scaling = _check_scaling(scaling)
+        self.scaling = check_scaling(scaling)
+        # (d, device, dtype) -> (ω, factor): the frequencies, computed once
+        self._omega: dict[tuple, tuple[torch.Tensor, float]] = {}
 
     @property
     def cacheable(self) -> bool:
-        """False for dynamic NTK: its frequencies change with the length seen."""
-        return not (self.scaling and self.scaling["type"] == "dynamic")
+        """False for dynamic NTK and LongRoPE: their frequencies change with the
+        length seen."""
+        return not (self.scaling and self.scaling["type"] in LENGTH_DEPENDENT)
+
+    @property
+    def kind_name(self) -> str:
+        """The scaling's name in messages (``"dynamic NTK"``, ``"longrope"``, ...)."""
+        kind = self.scaling["type"] if self.scaling else "plain"
+        return "dynamic NTK" if kind == "dynamic" else kind
 
     def extra_repr(self) -> str:
         return f"base={self.base}, layout={self.layout!r}, scaling={self.scaling}"
 
     def rotary_dim(self, d_head: int) -> int:
+        """The rotated width of a ``d_head``-wide head: ``int(d_head * fraction)``."""
+        d_head = V.integer(d_head, "d_head", "RoPE", low=1)
         d = int(d_head * self.fraction)
         if d < 2 or d % 2:
             raise ValueError(
@@ -203,12 +112,74 @@ class RoPE(nn.Module):
             )
         return d
 
-    def angles(self, positions: torch.Tensor, d: int) -> tuple[torch.Tensor, float]:
-        """Angles ``positions[..., None] * ω`` (float64, (..., d/2)) and the factor."""
-        length = int(positions.max()) + 1 if positions.numel() else 0
-        omega, att = rope_frequencies(d, self.base, self.scaling, length)
-        omega = omega.to(positions.device)
-        return positions.to(torch.float64)[..., None] * omega, att  # (..., d/2)
+    def frequencies(
+        self, d: int, device: torch.device, dtype: torch.dtype, length: int = 0
+    ) -> tuple[torch.Tensor, float]:
+        """ω ``(d/2,)`` in ``dtype`` on ``device``, and the cos/sin factor.
+
+        Computed once in float64 and kept per (width, device, dtype): later calls
+        copy nothing to the device and never read a tensor back (no host sync).
+        Dynamic NTK depends on ``length`` and is recomputed every call.
+        """
+        V.floating_dtype(dtype, "dtype", "RoPE", optional=False)
+        if not self.cacheable:
+            omega, att = rope_frequencies(d, self.base, self.scaling, length)
+            return omega.to(device=device, dtype=dtype), att
+        key = (d, str(device), dtype)
+        hit = self._omega.get(key)
+        if hit is None:
+            V.integer(length, "length", "RoPE", low=0)
+            omega, att = rope_frequencies(d, self.base, self.scaling)
+            hit = self._omega[key] = (omega.to(device=device, dtype=dtype), att)
+        return hit
+
+    def angles(
+        self, positions: torch.Tensor, d: int, dtype: torch.dtype = torch.float64
+    ) -> tuple[torch.Tensor, float]:
+        """Angles ``positions[..., None] * ω`` ((..., d/2), float64 unless ``dtype``
+        says otherwise) and the cos/sin factor. Only dynamic NTK reads the length
+        (the largest position + 1) from ``positions``: one host sync, so it cannot
+        decode with a cache anyway."""
+        length = 0
+        if not self.cacheable and positions.numel():
+            length = int(positions.max()) + 1
+        omega, att = self.frequencies(d, positions.device, dtype, length)
+        return positions.to(dtype)[..., None] * omega, att  # (..., d/2)
+
+    def cos_sin(
+        self, positions: torch.Tensor, d_head: int, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` of the angles times the factor, each ``(T, d/2)`` or
+        ``(B, 1, T, d/2)`` for ``positions`` (T,) or (B, T), in ``dtype``.
+
+        As transformers' rotary embedding, the angles are computed in float32
+        (float64 for float64 inputs, so float64 stays exact) and cast to ``dtype``
+        once. A layer computes them once per forward for its queries and keys; a
+        model may compute them once for all its layers and pass them down
+        (``Attention.forward(position_embeddings=...)``).
+        """
+        d = self.rotary_dim(d_head)
+        V.floating_dtype(dtype, "dtype", "RoPE.cos_sin", optional=False)
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        theta, att = self.angles(positions, d, work)  # (T, d/2) or (B, T, d/2)
+        if positions.dim() == 2:
+            theta = theta[:, None]  # (B, 1, T, d/2)
+        return (torch.cos(theta) * att).to(dtype), (torch.sin(theta) * att).to(dtype)
+
+    def rotate(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> torch.Tensor:
+        """Rotate ``x (B, H, T, Dh)`` by precomputed :meth:`cos_sin`."""
+        d = 2 * cos.shape[-1]
+        c, s = cos, sin
+        xr, rest = x[..., :d], x[..., d:]  # (B, H, T, d), (B, H, T, Dh - d)
+        if self.layout == "interleaved":
+            x0, x1 = xr[..., 0::2], xr[..., 1::2]  # (B, H, T, d/2) each
+            out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
+        else:
+            x0, x1 = xr[..., : d // 2], xr[..., d // 2 :]  # (B, H, T, d/2) each
+            out = torch.cat((x0 * c - x1 * s, x0 * s + x1 * c), -1)  # (B, H, T, d)
+        return torch.cat((out, rest), -1)  # (B, H, T, Dh)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate ``x (B, H, T, Dh)``; ``positions`` (T,) or (B, T) integers."""
@@ -219,25 +190,25 @@ class RoPE(nn.Module):
                 f"RoPE: x must be (B, H, T, Dh), got shape {tuple(x.shape)}"
             )
         B, H, T, Dh = x.shape
-        if positions.shape not in ((T,), (B, T)) or positions.is_floating_point():
+        if Dh < 2:
             raise ValueError(
-                f"RoPE: positions must be integers of shape ({T},) or ({B}, {T}), "
-                f"got {positions.dtype} {tuple(positions.shape)}"
+                f"RoPE: x must have head features to rotate (B, H, T, Dh >= 2), got "
+                f"shape {tuple(x.shape)}"
             )
-        d = self.rotary_dim(Dh)
-        theta, att = self.angles(positions, d)  # (T, d/2) or (B, T, d/2)
-        if theta.dim() == 3:
-            theta = theta[:, None]  # (B, 1, T, d/2)
-        c = (torch.cos(theta) * att).to(x.dtype)
-        s = (torch.sin(theta) * att).to(x.dtype)
-        xr, rest = x[..., :d], x[..., d:]  # (B, H, T, d), (B, H, T, Dh - d)
-        if self.layout == "interleaved":
-            x0, x1 = xr[..., 0::2], xr[..., 1::2]  # (B, H, T, d/2) each
-            out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
-        else:
-            x0, x1 = xr[..., : d // 2], xr[..., d // 2 :]  # (B, H, T, d/2) each
-            out = torch.cat((x0 * c - x1 * s, x0 * s + x1 * c), -1)  # (B, H, T, d)
-        return torch.cat((out, rest), -1)  # (B, H, T, Dh)
+        check_positions(positions, B, T, "RoPE")
+        return self.rotate(x, *self.cos_sin(positions, Dh, x.dtype))
+
+
+def check_positions(positions: object, B: int, T: int, fn: str) -> torch.Tensor:
+    """Integer positions of shape (T,) or (B, T) (metadata only: no host sync)."""
+    V.tensor(positions, "positions", fn)
+    assert isinstance(positions, torch.Tensor)
+    if positions.shape not in ((T,), (B, T)) or positions.is_floating_point():
+        raise ValueError(
+            f"{fn}: positions must be integers of shape ({T},) or ({B}, {T}), "
+            f"got {positions.dtype} {tuple(positions.shape)}"
+        )
+    return positions
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -246,10 +217,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     For H a power of two: ``2^(-8h/H)``, h = 1..H. Otherwise the slopes of the
     nearest lower power of two, then every other slope of the next power of two.
     """
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(
-            f"alibi_slopes: n_heads must be a positive int, got {n_heads!r}"
-        )
+    n_heads = V.integer(n_heads, "n_heads", "alibi_slopes", low=1)
 
     def powers(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -263,6 +231,9 @@ def alibi_bias(
     n_heads: int, q_pos: torch.Tensor, k_pos: torch.Tensor, dtype=torch.float32
 ) -> torch.Tensor:
     """ALiBi's additive bias ``-m_h·|i - j|``, shape ``(H, T, S)``."""
+    dtype = V.floating_dtype(dtype, "dtype", "alibi_bias", optional=False)
+    V.tensor(q_pos, "q_pos", "alibi_bias", dim=1)
+    V.tensor(k_pos, "k_pos", "alibi_bias", dim=1)
     dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float64)  # (T, S)
     m = alibi_slopes(n_heads).to(q_pos.device)  # (H,)
     return (-m[:, None, None] * dist).to(dtype)  # (H, T, S)
