@@ -29,6 +29,9 @@ NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb))
 # are verified by every build and test run.
 export ATTNLAB_STRICT := 1
 export PYTHONHASHSEED := 0
+# torch on one thread everywhere (the site build too): the chapters' models are tiny, a
+# second thread only spin-waits, and CPU budgets are measured on one thread
+export OMP_NUM_THREADS ?= 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help venv book test check lint unit unit-quick notebooks stripped student \
