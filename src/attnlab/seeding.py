@@ -30,7 +30,10 @@ book's seeds: :func:`attnlab.devices.run_meta` refuses to describe a shifted run
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -50,6 +53,18 @@ __all__ = [
 ENV = "ATTNLAB_SEED"
 STRIDE = 1000  # a shift moves seeds by a multiple of this; a chapter's seeds stay below
 MAX_SEED = 2**32 - 1  # NumPy's range, the narrowest of the three generators
+_UNSHIFTED = contextvars.ContextVar("attnlab_unshifted", default=False)
+
+
+@contextlib.contextmanager
+def unshifted() -> Iterator[None]:
+    """Inside the block every shift is 0: for seeds derived from a shifted one (a
+    stream's per-batch seeds), which must not be shifted twice."""
+    token = _UNSHIFTED.set(True)
+    try:
+        yield
+    finally:
+        _UNSHIFTED.reset(token)
 
 
 def seed_shift() -> int:
@@ -60,6 +75,8 @@ def seed_shift() -> int:
     ValueError
         ``ATTNLAB_SEED`` is not a non-negative integer (``"1.5"``, ``"-1"``, ``"one"``).
     """
+    if _UNSHIFTED.get():
+        return 0
     return V.env_integer(ENV, default=0, low=0, high=MAX_SEED // STRIDE)
 
 

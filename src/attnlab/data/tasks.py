@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..masking import padding_mask
-from ..seeding import python_rng
+from ..seeding import python_rng, unshifted
 from ..vocab import Vocab, length_range
 
 
@@ -141,8 +141,12 @@ class Task:
         lo, hi = length_range(lengths if lengths is not None else self.lengths)
         while True:
             span = rng.randint(lo, hi) if bucket else (lo, hi)
-            b_seed = rng.randrange(2**31)  # through pairs(), which a task may override
-            yield self.batch(batch_size, span, seed=b_seed, device=device)
+            b_seed = rng.randrange(
+                2**31
+            )  # derived from a shifted rng: not shifted again
+            with unshifted():  # pairs() may be a task's own (EngFraTask's)
+                batch = self.batch(batch_size, span, seed=b_seed, device=device)
+            yield batch
 
     def encode(self, text_or_tokens, device=None) -> Batch:
         """A batch of one example from a typed string (or a token list)."""

@@ -62,12 +62,7 @@ def _jit_functions():
     from . import triton_flash as tf
     from . import triton_flash_bwd as bwd
 
-    return {
-        "fwd": tf._flash_fwd_kernel,
-        "dkdv": bwd._bwd_dkdv_kernel,
-        "dq": bwd._bwd_dq_kernel,
-        "delta": bwd._bwd_delta_kernel,
-    }
+    return {**tf.jit_kernels(), **bwd.jit_kernels()}
 
 
 DELTA_CONFIG = (64, 0, 4, 3)  # backward3's fixed launch: 64 rows, Triton's defaults

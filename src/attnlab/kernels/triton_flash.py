@@ -77,6 +77,7 @@ __all__ = [
     "triton_flash_backward",
     "triton_flash_attention",
     "prune_configs",
+    "jit_kernels",
 ]
 
 if triton is not None:
@@ -371,3 +372,9 @@ def triton_flash_attention(
         _kpm3(key_padding_mask, lead, S),
     )  # fmt: skip
     return out.reshape(*lead, T, v.shape[-1])
+
+
+def jit_kernels() -> dict:
+    """This module's ``@triton.jit`` kernels by name (``triton_compile`` compiles them
+    for a GPU target on a CPU). Needs Triton."""
+    return {"fwd": _flash_fwd_kernel}

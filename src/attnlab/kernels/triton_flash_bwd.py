@@ -279,3 +279,13 @@ def backward3(q3, k3, v3, out, lse, dout, scale, causal, window, offset, kpm):
     grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]), N)  # noqa: E731
     dq_tuned[grid_q](q3, k3, v3, dout, lse, delta, dq, kpm_t, *common, **meta)
     return dq, dk, dv
+
+
+def jit_kernels() -> dict:
+    """This module's ``@triton.jit`` kernels by name (``triton_compile`` compiles them
+    for a GPU target on a CPU). Needs Triton."""
+    return {
+        "dkdv": _bwd_dkdv_kernel,
+        "dq": _bwd_dq_kernel,
+        "delta": _bwd_delta_kernel,
+    }
