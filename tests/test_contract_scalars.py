@@ -39,7 +39,7 @@ import torch
 from test_contract import EXAMPLES as TENSOR_EXAMPLES
 
 import attnlab
-from attnlab import circuits, decoding, positional
+from attnlab import circuits, decoding, positional, seeding
 from attnlab.distributed import ring_bytes_per_rank
 from attnlab.modern import Attention, LatentAttention, RoPE, alibi_bias, alibi_slopes
 
@@ -296,6 +296,33 @@ EXAMPLES: dict[str, Callable[[], Call]] = {
     ),
     "ring_bytes_per_rank": lambda: Call(
         ring_bytes_per_rank, dict(k=rn(1, 4, 2), v=rn(1, 4, 2), world_size=2)
+    ),
+    # ATTNLAB_SEED's home: every seed and shift an int (a NumPy int too), never 2.5
+    "live_seed": lambda: Call(
+        lambda **kw: torch.tensor(seeding.live_seed(**kw)), dict(seed=3, shift=1), ()
+    ),
+    "manual_seed": lambda: Call(
+        lambda **kw: torch.tensor(seeding.manual_seed(**kw)), dict(seed=3, shift=1), ()
+    ),
+    "seed_everything": lambda: Call(
+        lambda **kw: torch.tensor(seeding.seed_everything(**kw)),
+        dict(seed=3, shift=1),
+        (),
+    ),
+    "generator": lambda: Call(
+        lambda **kw: torch.rand(2, generator=seeding.generator(**kw)),
+        dict(seed=3, shift=1),
+        (2,),
+    ),
+    "numpy_rng": lambda: Call(
+        lambda **kw: torch.tensor(seeding.numpy_rng(**kw).random()),
+        dict(seed=3, shift=1),
+        (),
+    ),
+    "python_rng": lambda: Call(
+        lambda **kw: torch.tensor(seeding.python_rng(**kw).random()),
+        dict(seed=3, shift=1),
+        (),
     ),
     "MultiHeadAttention.__init__": lambda: Call(
         lambda **kw: attnlab.MultiHeadAttention(**kw)(
