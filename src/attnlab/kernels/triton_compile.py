@@ -115,8 +115,8 @@ def launch(kind, dtype, *, dh=64, T=1024, S=1024, causal=True, window=None,
         delta = torch.empty(N, T, dtype=torch.float32)
         common = (scale * tiles.LOG2E, scale, *sizes, *keys, *q.stride(),
                   *k.stride(), *v.stride(), *out.stride())  # fmt: skip
-        grads = (q, k, v) if kind == "dkdv" else (q,)
-        grads = tuple(torch.empty_like(g) for g in grads)
+        wrt: tuple[torch.Tensor, ...] = (q, k, v) if kind == "dkdv" else (q,)
+        grads = tuple(torch.empty_like(g) for g in wrt)
         if kind == "dkdv":
             args = (q, k, v, out, lse, delta, grads[1], grads[2], kpm_t, *common)
         else:

@@ -203,7 +203,7 @@ def pre_ln_decoder_layer(fn) -> CheckResult:
     def answer(lay, y, memory, memory_mask):  # names the flipped mask when it is one
         got = fn(lay, y, memory, memory_mask)
         case, wrong = flipped.get(id(y), (None, None))
-        if case is not None and isinstance(got, torch.Tensor):
+        if case is not None and wrong is not None and isinstance(got, torch.Tensor):
             try:
                 if got.shape == wrong.shape and compare(got, wrong):
                     case.hint = flip_hint
