@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -24,6 +26,13 @@ import torch  # noqa: E402
 # the old import path (`from conftest import fails_with`) of test files on branches not
 # yet moved to tests/checkhelp.py; remove once none is left
 from checkhelp import fails_with  # noqa: E402, F401
+
+# Triton's interpreter for the kernel tests where there is no GPU. Triton reads the
+# variable when @triton.jit decorates a kernel, i.e. when attnlab.kernels is first
+# imported, and a test module may import it at collection (test_contract_scalars.py
+# walks every module): set here, before any test module is imported.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import attnlab  # noqa: E402
 

@@ -425,10 +425,12 @@ def test_icons_are_inline_svg_without_font_awesome():
         '<button><i class="theme-switch fa-solid fa-moon fa-lg" data-mode="dark"></i>'
         '<i class="fab fa-github"></i><span class="btn__icon-container">'
         '<i class="fas fa-download"></i></span></button>'
+        '<label class="sidebar-toggle"><span class="fa-solid fa-bars"></span></label>'
     )
     out = site_polish.inline_icons(html)
     assert "fontawesome" not in out and "fa-" not in out
-    assert out.count('<svg class="attnlab-icon"') == 3
+    assert out.count('<svg class="attnlab-icon"') == 4
+    assert '<span class="attnlab-i" data-icon="bars"><svg' in out
     assert 'class="theme-switch attnlab-i" data-icon="moon" data-mode="dark"' in out
     assert site_polish.inline_icons(out) == out
     from tools import site_audit

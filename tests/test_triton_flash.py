@@ -1,21 +1,22 @@
 """The Triton flash kernels (forward and backward), run on CPU in Triton's interpreter
 (n <= 128, one pinned tile configuration: 32 x 16 forward, 16 x 32 backward).
 
-TRITON_INTERPRET must be set before triton is imported; nothing in attnlab imports
-triton for CPU tensors, so setting it here, at collection, is early enough. Skipped
-cleanly when triton is not installed.
+TRITON_INTERPRET must be set before anything imports the kernels (Triton reads it when
+``@triton.jit`` decorates them): tests/conftest.py sets it where there is no CUDA,
+before any test module is collected (tests/test_contract_scalars.py imports every
+attnlab module at collection). Skipped cleanly when triton is not installed.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import types
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import pytest
+import torch
+import torch.nn.functional as F
 
 triton = pytest.importorskip("triton")
 
@@ -26,8 +27,8 @@ from attnlab.kernels import triton_flash_bwd as bwd  # noqa: E402
 from attnlab.kernels import triton_tiles as tiles  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    not tf.interpreting() and not torch.cuda.is_available(),
-    reason="triton imported without TRITON_INTERPRET=1 and no CUDA",
+    not tf.kernels_interpreted() and not torch.cuda.is_available(),
+    reason="kernels decorated without TRITON_INTERPRET=1 and no CUDA",
 )
 
 
@@ -407,3 +408,30 @@ def test_half_precision_within_1_5x_sdpa_error(dtype, causal, T, S):
     e_ours = (out.cpu().double() - ref).abs().max().item()
     e_sdpa = (sdpa.double() - ref).abs().max().item()
     assert e_ours <= 1.5 * e_sdpa, f"triton {e_ours:.2e} > 1.5 x SDPA's {e_sdpa:.2e}"
+
+
+def test_interpreter_switched_on_too_late_is_a_clear_error():
+    """Kernels imported before TRITON_INTERPRET=1 stay compiled: a CPU call then says
+    so, instead of Triton's "0 active drivers" from deep inside the launch."""
+    code = (
+        "import os, torch\n"
+        "os.environ.pop('TRITON_INTERPRET', None)\n"
+        "from attnlab.kernels import triton_flash as tf\n"
+        "assert not tf.kernels_interpreted()\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "q = torch.randn(1, 1, 8, 16)\n"
+        "try:\n"
+        "    tf.triton_flash_forward(q, q, q)\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "imported before it was" in run.stdout, run.stdout + run.stderr[-2000:]

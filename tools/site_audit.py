@@ -37,7 +37,10 @@ _RULES = [
     (re.compile(r"<script\b[^>]*\bsrc=\"[^\"]*tex-mml-chtml\.js"), "loads the MathJax runtime (tex-mml-chtml.js)"),
     (re.compile(r"window\.MathJax\s*="), "configures the MathJax runtime in the page"),
     (re.compile(r"<(?:script|link)\b[^>]*fontawesome[^>]*>"), "loads Font Awesome"),
-    (re.compile(r'<i class="[^"]*\bfa-[a-z]'), "draws an icon with Font Awesome's webfont"),
+    (
+        re.compile(r'<(?:i|span) class="[^"]*\bfa-[a-z]'),
+        "draws an icon with Font Awesome's webfont",
+    ),
     (re.compile(r"<script\b[^>]*embed-amd\.js"), "loads the ipywidgets runtime (embed-amd.js)"),
     (re.compile(r"<script\b[^>]*require\.js"), "loads require.js"),
     (re.compile(r"application/vnd\.jupyter\.widget-(?:view|state)\+json"), "holds an embedded widget (blank without a kernel)"),

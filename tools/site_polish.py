@@ -494,7 +494,9 @@ _ICON_PATHS = {
     "play": "M4.5 2.5v11l8.5-5.5z",
     "home": "M2 8l6-5.5L14 8M4 6.5V14h8V6.5",
 }
-_FA_I = re.compile(r'<i class="([^"]*\bfa-[a-z0-9-]+[^"]*)"([^>]*)>\s*</i>')
+# <i> (buttons) and <span> (the sidebar toggles a phone shows): either draws the glyph
+# from the webfont, which the theme's CSS still declares
+_FA_I = re.compile(r'<(i|span) class="([^"]*\bfa-[a-z0-9-]+[^"]*)"([^>]*)>\s*</\1>')
 
 
 def _icon_svg(name: str) -> str:
@@ -509,7 +511,7 @@ def inline_icons(text: str) -> str:
     """Font Awesome icons as inline SVG, and no Font Awesome stylesheet or font."""
 
     def one(m: re.Match) -> str:
-        classes, attrs = m.group(1).split(), m.group(2)
+        tag, classes, attrs = m.group(1), m.group(2).split(), m.group(3)
         names = [c[3:] for c in classes if c.startswith("fa-")]
         name = next((n for n in names if n in _ICON_PATHS), None)
         if name is None:
@@ -518,7 +520,9 @@ def inline_icons(text: str) -> str:
         keep = [c for c in classes if c not in ("fa", "fas", "fab", "far")
                 and not c.startswith("fa-")]  # fmt: skip
         cls = " ".join([*keep, "attnlab-i"])
-        return f'<i class="{cls}" data-icon="{name}"{attrs}>{_icon_svg(name)}</i>'
+        return (
+            f'<{tag} class="{cls}" data-icon="{name}"{attrs}>{_icon_svg(name)}</{tag}>'
+        )
 
     text = _FA_I.sub(one, text)
     return re.sub(

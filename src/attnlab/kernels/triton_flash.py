@@ -61,6 +61,7 @@ from .triton_tiles import (  # noqa: F401  (the configurations: re-exported)
     TUNE_KEY,
     autotune_configs,
     available,
+    decorated_interpreted,
     interpreting,
     launch_args,
     prune_configs,
@@ -73,6 +74,7 @@ if triton is not None:
 __all__ = [
     "available",
     "interpreting",
+    "kernels_interpreted",
     "triton_flash_forward",
     "triton_flash_backward",
     "triton_flash_attention",
@@ -192,6 +194,13 @@ def _check_inputs(q, k, v, fn):
                 f"{fn} needs CUDA tensors, got {name} on {t.device} "
                 "(use attnlab.flash_attention, which falls back to torch, or set "
                 "TRITON_INTERPRET=1 before importing triton to run the interpreter)"
+            )
+        if not t.is_cuda and not kernels_interpreted():
+            raise RuntimeError(
+                f"{fn} got {name} on {t.device} with TRITON_INTERPRET set, but "
+                "attnlab.kernels.triton_flash was imported before it was: its kernels "
+                "are compiled ones, which need CUDA tensors. Set TRITON_INTERPRET=1 "
+                "before anything imports attnlab.kernels (or triton)."
             )
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
@@ -372,6 +381,12 @@ def triton_flash_attention(
         _kpm3(key_padding_mask, lead, S),
     )  # fmt: skip
     return out.reshape(*lead, T, v.shape[-1])
+
+
+def kernels_interpreted() -> bool:
+    """Whether this module's kernels were decorated for Triton's interpreter (CPU
+    tensors run), which :func:`interpreting` cannot tell once they exist."""
+    return triton is not None and decorated_interpreted(_flash_fwd_kernel)
 
 
 def jit_kernels() -> dict:

@@ -24,8 +24,21 @@ def available() -> bool:
 
 
 def interpreting() -> bool:
-    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    """Whether ``TRITON_INTERPRET`` asks for Triton's CPU interpreter now.
+
+    Triton reads it once per kernel, when ``@triton.jit`` decorates it (at import): a
+    kernel decorated without it stays compiled whatever the variable says later. See
+    :func:`decorated_interpreted` for what a kernel actually is."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def decorated_interpreted(kernel) -> bool:
+    """Whether ``kernel`` (a ``@triton.jit`` function, autotuned or not) was decorated
+    in interpreter mode, i.e. runs on CPU tensors in Triton's interpreter."""
+    fn = kernel
+    while type(fn).__name__ == "Autotuner":  # it wraps the jitted function
+        fn = fn.fn
+    return type(fn).__name__ == "InterpretedFunction"
 
 
 # ------------------------------------------------------------------ autotuning configs
