@@ -1,10 +1,14 @@
 """Chapter 1 on real sentence pairs: the encoder-decoder with and without attention,
 three seeds, scored on held-out Tatoeba pairs.
 
-    .venv/bin/python tools/experiments/ch01_real.py   # ~4 CPU min on one busy core
+    .venv/bin/python tools/experiments/ch01_real.py            # ~4 CPU min, one core
+    .venv/bin/python tools/experiments/ch01_real.py --weights  # ~30 CPU s
 
-Writes ``src/attnlab/results/ch01_real.json``, which chapter 1 loads; the page trains
-one seed of the ``page`` recipe live as an illustration. One thing changes at a time:
+Writes ``src/attnlab/results/ch01_real.json``, which chapter 1 loads. ``--weights``
+trains the attention arm of the ``page`` recipe from seed 0 once more and stores it as
+``src/attnlab/models/eng_fra.safetensors`` (float16, :func:`attnlab.models.
+save_translator`): the model whose translations and alignment chapter 1 shows (the page
+trains nothing on these pairs). One thing changes at a time:
 
 * data: :class:`attnlab.data.EngFraTask` (English of 1-5 tokens, French of at most 8,
   words seen at least 3 times in training; training pairs with a rarer word dropped),
@@ -90,7 +94,46 @@ def one_run(task, test, arm, seed, steps):
     return dict(arm=arm, seed=seed, steps=steps, loss=sum(h.losses[-20:]) / 20, **res)
 
 
+def save_weights():
+    """The page's model: the attention arm, ``page`` recipe, seed 0, stored."""
+    from attnlab.models import save_translator
+
+    torch.set_num_threads(1)
+    task = EngFraTask(**TASK)
+    test = task.with_split("test")
+    steps = RECIPES["page"]
+    model = make_model(task, ARMS["attention"], 0)
+    train.fit(
+        model,
+        task.stream(BATCH, seed=0),
+        steps=steps,
+        lr=LR,
+        schedule="cosine",
+        seed=0,
+        quiet=True,
+    )
+    model.eval()
+    with torch.no_grad():
+        res = score(model, test)
+    meta = dict(
+        recipe="page", arm="attention", seed=0, steps=steps, **run_meta(), **res
+    )
+    path = save_translator(model, TASK, meta)
+    print(f"float32 before storing: BLEU {res['bleu']:.2f} chrF {res['chrf']:.2f}")
+    from attnlab.models import load_translator
+
+    stored, _ = load_translator(path)
+    with torch.no_grad():
+        again = score(stored, test)
+    print(f"float16 stored: BLEU {again['bleu']:.2f} chrF {again['chrf']:.2f}")
+    print("wrote", path, f"({path.stat().st_size / 1e6:.2f} MB)")
+
+
 def main():
+    import sys
+
+    if "--weights" in sys.argv[1:]:
+        return save_weights()
     torch.set_num_threads(1)
     task = EngFraTask(**TASK)
     test = task.with_split("test")
