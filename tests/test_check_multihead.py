@@ -127,9 +127,46 @@ def _flip(m):
     return None if m is None else ~m
 
 
+def _additive(m, dtype):  # attnlab's mask -> a float one both libraries read alike
+    if m is None or m.is_floating_point():
+        return m
+    return torch.zeros(m.shape, dtype=dtype).masked_fill(~m, float("-inf"))
+
+
 def good_torch_masks(torch_mha, x, attn_mask=None, key_padding_mask=None):
     out = torch_mha(
+        x,
+        x,
+        x,
+        attn_mask=_additive(attn_mask, x.dtype),
+        key_padding_mask=_additive(key_padding_mask, x.dtype),
+    )[0]
+    return torch.where(torch.isnan(out), torch_mha.out_proj.bias, out)
+
+
+def good_torch_masks_flip_unless_mixed(
+    torch_mha, x, attn_mask=None, key_padding_mask=None
+):  # another right answer: ~ for booleans, float only beside a float attn_mask
+    if attn_mask is not None and attn_mask.is_floating_point():
+        kpm = _additive(key_padding_mask, x.dtype)
+    else:
+        attn_mask, kpm = _flip(attn_mask), _flip(key_padding_mask)
+    out = torch_mha(x, x, x, attn_mask=attn_mask, key_padding_mask=kpm)[0]
+    return torch.where(torch.isnan(out), torch_mha.out_proj.bias, out)
+
+
+def torch_masks_float_flipped(torch_mha, x, attn_mask=None, key_padding_mask=None):
+    out = torch_mha(  # ~ on every mask: a float one too
         x, x, x, attn_mask=_flip(attn_mask), key_padding_mask=_flip(key_padding_mask)
+    )[0]
+    return torch.where(torch.isnan(out), torch_mha.out_proj.bias, out)
+
+
+def torch_masks_mixed_types(torch_mha, x, attn_mask=None, key_padding_mask=None):
+    if attn_mask is not None and not attn_mask.is_floating_point():
+        attn_mask = ~attn_mask  # float masks unchanged, but a float attn_mask now
+    out = torch_mha(  # meets a boolean key_padding_mask: PyTorch warns
+        x, x, x, attn_mask=attn_mask, key_padding_mask=_flip(key_padding_mask)
     )[0]
     return torch.where(torch.isnan(out), torch_mha.out_proj.bias, out)
 
@@ -161,7 +198,10 @@ def torch_masks_via_attnlab(torch_mha, x, attn_mask=None, key_padding_mask=None)
 def test_torch_mha_with_our_masks_check():
     check = attnlab.check.torch_mha_with_our_masks
     assert check(good_torch_masks)
+    assert check(good_torch_masks_flip_unless_mixed)
     fails_with(check, torch_masks_nan_to_zero, r"attend nothing.*out_proj\.bias")
+    fails_with(check, torch_masks_float_flipped, r"float attn_mask \(added.*unchanged")
+    fails_with(check, torch_masks_mixed_types, r"float attn_mask \+ boolean.*one type")
     fails_with(check, torch_masks_unflipped, r"padding.*~key_padding_mask")
     fails_with(check, torch_masks_padding_only, r"causal attn_mask.*~attn_mask")
     fails_with(check, torch_masks_via_attnlab, r"called attnlab\.multihead\.MultiHead")

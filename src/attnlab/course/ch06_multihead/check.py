@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ..check_core import Case, CheckResult, run_check, seeded
@@ -188,10 +190,14 @@ def _reference_torch_like_ours(torch_mha, x, attn_mask=None, key_padding_mask=No
 def torch_mha_with_our_masks(fn) -> CheckResult:
     """Check ``fn(torch_mha, x, attn_mask=None, key_padding_mask=None) -> (B, T, D)``.
 
-    Masks in attnlab's convention (``True`` = may attend); the answer must equal
-    :class:`attnlab.MultiHeadAttention` with ``torch_mha``'s weights, including a
-    query with no key left (PyTorch returns NaN there when it also computes the
-    weights; attnlab attends to nothing, so that row's output is ``out_proj.bias``).
+    Masks in attnlab's convention: ``key_padding_mask`` boolean (``True`` on real
+    tokens), ``attn_mask`` boolean (``True`` = may attend) or float (added to the
+    scores). The answer must equal :class:`attnlab.MultiHeadAttention` with
+    ``torch_mha``'s weights, including a query with no key left (PyTorch returns NaN
+    there when it also computes the weights; attnlab attends to nothing, so that row's
+    output is ``out_proj.bias``), and PyTorch must not warn about the masks: the
+    check turns such a warning (a float ``attn_mask`` beside a boolean
+    ``key_padding_mask`` is deprecated) into an error.
     """
     with torch.random.fork_rng():  # fixed weights, the caller's RNG left alone
         torch.manual_seed(0)
@@ -204,6 +210,8 @@ def torch_mha_with_our_masks(fn) -> CheckResult:
     keep = torch.tensor([[True, True, True, False], [True, True, False, False]])
     causal = torch.ones(4, 4, dtype=torch.bool).tril()
     strict = torch.ones(4, 4, dtype=torch.bool).tril(-1)  # row 0 attends nothing
+    bias = torch.randn(4, 4, generator=g, dtype=torch.float64)  # an additive mask:
+    bias = bias.masked_fill(~causal, float("-inf"))  # finite scores and -inf blocks
     specs = [
         (
             "no mask",
@@ -234,15 +242,30 @@ def torch_mha_with_our_masks(fn) -> CheckResult:
             "here); PyTorch returns NaN there on some paths and 0 before out_proj on "
             "others",
         ),
+        (
+            "float attn_mask (added to the scores)",
+            {"attn_mask": bias},
+            "a float mask is added to the scores in both libraries: pass it to "
+            "PyTorch unchanged (~ is only for boolean masks)",
+        ),
+        (
+            "float attn_mask + boolean padding",
+            {"attn_mask": bias, "key_padding_mask": keep},
+            "PyTorch warns when a float attn_mask meets a boolean key_padding_mask "
+            "(deprecated): give it masks of one type, e.g. the padding mask as a "
+            "float one, 0 on real tokens and -inf on the padding",
+        ),
     ]
     with torch.random.fork_rng():  # building the reference layer draws weights
         cases = [
             Case(label, (mha, x), _reference_torch_like_ours(mha, x, **kw), hint, kw)
             for label, kw, hint in specs
         ]
-    return run_check(
-        "torch_mha_with_our_masks",
-        fn,
-        cases,
-        forbid=FORBIDDEN["torch_mha_with_our_masks"],
-    )
+    with warnings.catch_warnings():  # a warning about the masks fails the case
+        warnings.filterwarnings("error", message=r".*mask")
+        return run_check(
+            "torch_mha_with_our_masks",
+            fn,
+            cases,
+            forbid=FORBIDDEN["torch_mha_with_our_masks"],
+        )
