@@ -97,6 +97,7 @@ def test_figures_fit_a_phone_and_carry_alt_text():
     maps, src, tgt = _maps()
     r = wt.attention_view(maps, src, tgt, kind="cross", layer=0, head=0, show=False)
     assert "cross-attention" in r["alt"] and "<bos> →" in r["alt"]
+    assert "rows are target queries, columns source keys" in r["alt"]
     r = wt.architecture(True, show=False)
     assert "pre-LN" in r["alt"] and "final LayerNorm" in r["alt"]
     for num in plt.get_fignums():

@@ -114,6 +114,11 @@ _KINDS = {
 }
 
 
+def _plural(label: str) -> str:
+    """ "target query" -> "target queries", "source key" -> "source keys"."""
+    return label[:-1] + "ies" if label.endswith("query") else label + "s"
+
+
 def attention_view(
     maps: dict,
     src_tokens,
@@ -162,8 +167,9 @@ def attention_view(
         f"{r} → {cols[j]} ({w[i, j]:.2f})" for i, (r, j) in enumerate(zip(rows, argmax))
     )
     alt = (
-        f"Heatmap of {title}, layer {layer}, head {head}: rows are {ylabel}s, columns "
-        f"{xlabel}s, each row sums to 1. Where each row looks most: {looks}."
+        f"Heatmap of {title}, layer {layer}, head {head}: rows are {_plural(ylabel)}, "
+        f"columns {_plural(xlabel)}, each row sums to 1. Where each row looks most: "
+        f"{looks}."
     )
     if show:
         _show(fig, alt=alt)
