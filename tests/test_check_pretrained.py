@@ -71,6 +71,11 @@ def curve_raw_attention(attentions, mask, keys):  # no rollout: each layer alone
     )
 
 
+def curve_every_real_row(attentions, rows, keys):  # ignores rows: every real token
+    real = attentions[0].sum((1, 3)) > 0  # (B, T): padded rows are all zero
+    return good_curve(attentions, real, keys)
+
+
 def curve_last_only(attentions, mask, keys):
     return good_curve(attentions, mask, keys)[-1:]
 
@@ -122,7 +127,13 @@ def test_rollout_sink_curve(check_separates):
     check_separates(
         attnlab.check.rollout_sink_curve,
         good_curve,
-        [curve_counts_padding, curve_raw_attention, curve_last_only, stub],
+        [
+            curve_counts_padding,
+            curve_raw_attention,
+            curve_every_real_row,
+            curve_last_only,
+            stub,
+        ],
     )
 
 
@@ -184,6 +195,7 @@ def rollout_with_library(attentions, alpha):  # ignores alpha: A&Z's fixed 1/2
     [
         ("rollout_sink_curve", curve_counts_padding, ["real query rows"]),
         ("rollout_sink_curve", curve_raw_attention, ["roll the layers out"]),
+        ("rollout_sink_curve", curve_every_real_row, ["flagged rows only"]),
         ("rollout_sink_curve", curve_last_only, ["one entry per depth"]),
         ("rollout_sink_curve", curve_with_library, ["called attnlab.explain"]),
         ("relation_scores", relation_per_sentence, ["every pair counts once"]),

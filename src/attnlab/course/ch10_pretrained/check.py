@@ -1,8 +1,8 @@
 """Checks for chapter 10 (attention in a pretrained Transformer).
 
-* :func:`rollout_sink_curve` — ``fn(attentions, mask, keys) -> (L,)``: for each depth
+* :func:`rollout_sink_curve` — ``fn(attentions, rows, keys) -> (L,)``: for each depth
   l, the mean share of the flagged keys in the rows of the rollout of layers 0..l,
-  over the real query rows of a padded batch.
+  over the flagged query rows of a padded batch (the cases flag every real token).
 * :func:`relation_scores` — ``fn(maps, pairs) -> (L, H)``: the mean weight each head
   gives to a list of (query, key) pairs, pooled over several sentences.
 * :func:`rollout_with_residual` — ``fn(attentions, alpha) -> (B, T, T)``: rollout
@@ -115,6 +115,18 @@ def rollout_sink_curve(fn):
             (att, mask, keys2),
             ref(att, mask, keys2),
             "sum the weight over every flagged key",
+        )
+    )
+    words = mask.clone()  # the word rows: no position 0, no last real token
+    words[:, 0] = False
+    words[0, 5] = words[1, 3] = False
+    cases.append(
+        Case(
+            "only the word rows flagged (no [CLS], no [SEP])",
+            (att, words, keys),
+            ref(att, words, keys),
+            "average over the flagged rows only: `rows` may leave out real "
+            "tokens (the page passes the word rows, without [CLS] and [SEP])",
         )
     )
     one, m1 = _attentions(1, 1, 3, 1, seed=1001)
