@@ -276,23 +276,37 @@ def test_causal_linear_attention():
     )
 
 
-def test_receptive_field_after():
-    assert attnlab.check.receptive_field_after(
-        lambda m, L: (
-            torch.linalg.matrix_power(
-                (m | torch.eye(m.shape[-1], dtype=torch.bool)).float(), L
-            )
-            > 0
-        ).sum(-1)
+def good_reach_stack(masks):
+    n = masks[0].shape[-1]
+    eye = torch.eye(n, dtype=torch.bool)
+    r = eye.float()
+    for m in masks:
+        r = (((m | eye).float() @ r) > 0).float()
+    return r.sum(-1)
+
+
+def test_receptive_field_of_stack():
+    assert attnlab.check.receptive_field_of_stack(good_reach_stack)
+    check = attnlab.check.receptive_field_of_stack
+
+    def no_self_edge(masks):
+        r = torch.eye(masks[0].shape[-1])
+        for m in masks:
+            r = ((m.float() @ r) > 0).float()
+        return r.sum(-1)
+
+    def reversed_order(masks):  # M_1 ... M_L: the first layer read first
+        return good_reach_stack(masks[::-1])
+
+    fails_with(check, no_self_edge, "residual")
+    fails_with(check, lambda ms: ms[0].sum(-1), "one step along the mask per layer")
+    fails_with(  # the first mask for every layer
+        check, lambda ms: good_reach_stack([ms[0]] * len(ms)), "its own mask"
     )
-    check = attnlab.check.receptive_field_after
-    fails_with(
-        check,
-        lambda m, L: (torch.linalg.matrix_power(m.float(), L) > 0).sum(-1),
-        "residual",
-    )  # forgets the self edge
-    fails_with(check, lambda m, L: m.sum(-1), "once per layer")  # one layer only
-    fails_with(check, lambda m, L: receptive_field(m, L), "receptive_field")
+    fails_with(check, reversed_order, "LAST layer")
+    fails_with(  # the widget's helper, one mask repeated: forbidden
+        check, lambda ms: receptive_field(ms[0], len(ms)), "receptive_field"
+    )
 
 
 def good_kv_bytes(layers, seq_len, batch=1, bytes_per=2):
@@ -395,25 +409,32 @@ def test_kv_cache_crossover():
     )
 
 
-def test_streaming_mask():
-    def good(T, w, s):
-        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+def good_chunk_sink(T, S, w, s):
+    i, j = torch.arange(T)[:, None] + S - T, torch.arange(S)[None, :]
+    return (j <= i) & ((i - j < w) | (j < s))
+
+
+def test_chunk_sink_mask():
+    assert attnlab.check.chunk_sink_mask(good_chunk_sink)
+    check = attnlab.check.chunk_sink_mask
+
+    def top_left(T, S, w, s):  # query i taken as position i
+        i, j = torch.arange(T)[:, None], torch.arange(S)[None, :]
         return (j <= i) & ((i - j < w) | (j < s))
 
-    assert attnlab.check.streaming_mask(good)
-    check = attnlab.check.streaming_mask
+    def off_by_one(T, S, w, s):  # a window of w + 1 tokens
+        return good_chunk_sink(T, S, w + 1, s)
 
-    def off_by_one(T, w, s):  # window of w + 1 tokens
-        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-        return (j <= i) & ((i - j <= w) | (j < s))
-
-    def sinks_see_the_future(T, w, s):  # forgets causality for the sinks
-        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    def sinks_see_the_future(T, S, w, s):  # forgets causality for the sinks
+        i, j = torch.arange(T)[:, None] + S - T, torch.arange(S)[None, :]
         return ((j <= i) & (i - j < w)) | (j < s)
 
+    fails_with(check, top_left, "bottom-right")
     fails_with(check, off_by_one, "itself included")
-    fails_with(check, sinks_see_the_future, "causal")
-    fails_with(check, lambda T, w, s: streaming_mask(T, w, s), "streaming_mask")
+    fails_with(check, sinks_see_the_future, "causal even for the sinks")
+    fails_with(  # the last T rows of the page's square mask: forbidden
+        check, lambda T, S, w, s: streaming_mask(S, w, s)[S - T :], "streaming_mask"
+    )
 
 
 def test_stubs_report_pending(monkeypatch, capsys):
@@ -429,10 +450,10 @@ def test_stubs_report_pending(monkeypatch, capsys):
         "split_kv_decoding",
         "grouped_tile_backward",
         "causal_linear_attention",
-        "receptive_field_after",
+        "receptive_field_of_stack",
         "kv_cache_bytes",
         "kv_cache_crossover",
-        "streaming_mask",
+        "chunk_sink_mask",
     ):
         assert not getattr(attnlab.check, name)(stub)
     assert "not implemented yet" in capsys.readouterr().out
