@@ -113,6 +113,15 @@ def test_causal_tiles():
         flat = [c for row in tile_plan(T, S, bq, bk, causal=True) for c in row]
         return sum(c != "skip" for c in flat), len(flat)
 
+    def strict(T, S, bq, bk):  # j0 < last row: misses a tile with one allowed pair
+        nq, nk = -(-T // bq), -(-S // bk)
+        computed = sum(
+            sum(1 for j0 in range(0, S, bk) if j0 < min(i0 + bq, T) - 1)
+            for i0 in range(0, T, bq)
+        )
+        return computed, nq * nk
+
+    fails_with(check, strict, "one allowed pair", "not <")
     fails_with(check, square_formula, "T != S")
     fails_with(check, half, "a row block of tiles is computed")
     fails_with(check, floor_blocks, "round the number of blocks up")
@@ -165,32 +174,69 @@ def test_split_kv_decoding():
     )
 
 
-def good_tile_backward(q, k, v, out, lse, dout, scale):
-    p = torch.exp(q @ k.T * scale - lse[:, None])  # (T, S)
-    dv = p.T @ dout
-    dp = dout @ v.T
-    ds = p * (dp - (dout * out).sum(-1, keepdim=True))
-    return ds @ k * scale, ds.T @ q * scale, dv
+def good_grouped_backward(q, k, v, out, lse, dout, scale):
+    g = q.shape[0] // k.shape[0]
+    kr, vr = k.repeat_interleave(g, 0), v.repeat_interleave(g, 0)  # (Hq, S, .)
+    p = torch.exp(q @ kr.transpose(-2, -1) * scale - lse[..., None])  # (Hq, T, S)
+    dvr = p.transpose(-2, -1) @ dout
+    ds = p * (dout @ vr.transpose(-2, -1) - (dout * out).sum(-1, keepdim=True))
+    dkr = ds.transpose(-2, -1) @ q * scale
+    dq = ds @ kr * scale
+    fold = (k.shape[0], g) + tuple(dkr.shape[1:])  # (Hkv, g, S, .)
+    return dq, dkr.reshape(fold).sum(1), dvr.reshape(fold[:3] + dvr.shape[2:]).sum(1)
 
 
-def test_tile_backward():
-    assert attnlab.check.tile_backward(good_tile_backward)
-    check = attnlab.check.tile_backward
+def test_grouped_tile_backward():
+    assert attnlab.check.grouped_tile_backward(good_grouped_backward)
+    check = attnlab.check.grouped_tile_backward
+
+    def per_head(q, k, v, out, lse, dout, scale):  # a one-head backward per query head
+        g = q.shape[0] // k.shape[0]
+        grads = []
+        for h in range(q.shape[0]):
+            p = torch.exp(q[h] @ k[h // g].T * scale - lse[h, :, None])
+            ds = p * (dout[h] @ v[h // g].T - (dout[h] * out[h]).sum(-1, keepdim=True))
+            grads.append((ds @ k[h // g] * scale, ds.T @ q[h] * scale, p.T @ dout[h]))
+        return [torch.stack(t) for t in zip(*grads)]
+
+    def first_of_group(q, k, v, out, lse, dout, scale):  # keeps one head, no sum
+        dq, dk, dv = per_head(q, k, v, out, lse, dout, scale)
+        g = q.shape[0] // k.shape[0]
+        return dq, dk[::g], dv[::g]
+
+    def mean_of_group(q, k, v, out, lse, dout, scale):  # averages instead of summing
+        dq, dk, dv = per_head(q, k, v, out, lse, dout, scale)
+        hk = k.shape[0]
+        return dq, dk.unflatten(0, (hk, -1)).mean(1), dv.unflatten(0, (hk, -1)).mean(1)
+
+    def interleaved(q, k, v, out, lse, dout, scale):  # head h reads h % Hkv
+        hk = k.shape[0]
+        kr, vr = k.repeat(q.shape[0] // hk, 1, 1), v.repeat(q.shape[0] // hk, 1, 1)
+        p = torch.exp(q @ kr.transpose(-2, -1) * scale - lse[..., None])
+        ds = p * (dout @ vr.transpose(-2, -1) - (dout * out).sum(-1, keepdim=True))
+        dk = (ds.transpose(-2, -1) @ q * scale).unflatten(0, (-1, hk)).sum(0)
+        dv = (p.transpose(-2, -1) @ dout).unflatten(0, (-1, hk)).sum(0)
+        return ds @ kr * scale, dk, dv
 
     def no_delta(q, k, v, out, lse, dout, scale):  # dS = P * dP: forgets D
-        p = torch.exp(q @ k.T * scale - lse[:, None])
-        ds = p * (dout @ v.T)
-        return ds @ k * scale, ds.T @ q * scale, p.T @ dout
+        dq, dk, dv = good_grouped_backward(q, k, v, 0 * out, lse, dout, scale)
+        return dq, dk, dv
 
     def no_scale(q, k, v, out, lse, dout, scale):  # forgets the scale in dQ and dK
-        dq, dk, dv = good_tile_backward(q, k, v, out, lse, dout, scale)
+        dq, dk, dv = good_grouped_backward(q, k, v, out, lse, dout, scale)
         return dq / scale, dk / scale, dv
 
     def autograd(q, k, v, out, lse, dout, scale):
         q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
-        o = torch.softmax(q @ k.T * scale, -1) @ v
+        g = q.shape[0] // k.shape[0]
+        o = torch.softmax(
+            q @ k.repeat_interleave(g, 0).transpose(-2, -1) * scale, -1
+        ) @ v.repeat_interleave(g, 0)
         return torch.autograd.grad(o, (q, k, v), dout)
 
+    fails_with(check, first_of_group, "sum of the gradients")
+    fails_with(check, mean_of_group, "sum of the gradients")
+    fails_with(check, interleaved, "consecutive")
     fails_with(check, no_delta, "D_i")
     fails_with(check, no_scale, "the scale multiplies both")
     fails_with(check, autograd, "used autograd")
@@ -230,23 +276,37 @@ def test_causal_linear_attention():
     )
 
 
-def test_receptive_field_after():
-    assert attnlab.check.receptive_field_after(
-        lambda m, L: (
-            torch.linalg.matrix_power(
-                (m | torch.eye(m.shape[-1], dtype=torch.bool)).float(), L
-            )
-            > 0
-        ).sum(-1)
+def good_reach_stack(masks):
+    n = masks[0].shape[-1]
+    eye = torch.eye(n, dtype=torch.bool)
+    r = eye.float()
+    for m in masks:
+        r = (((m | eye).float() @ r) > 0).float()
+    return r.sum(-1)
+
+
+def test_receptive_field_of_stack():
+    assert attnlab.check.receptive_field_of_stack(good_reach_stack)
+    check = attnlab.check.receptive_field_of_stack
+
+    def no_self_edge(masks):
+        r = torch.eye(masks[0].shape[-1])
+        for m in masks:
+            r = ((m.float() @ r) > 0).float()
+        return r.sum(-1)
+
+    def reversed_order(masks):  # M_1 ... M_L: the first layer read first
+        return good_reach_stack(masks[::-1])
+
+    fails_with(check, no_self_edge, "residual")
+    fails_with(check, lambda ms: ms[0].sum(-1), "one step along the mask per layer")
+    fails_with(  # the first mask for every layer
+        check, lambda ms: good_reach_stack([ms[0]] * len(ms)), "its own mask"
     )
-    check = attnlab.check.receptive_field_after
-    fails_with(
-        check,
-        lambda m, L: (torch.linalg.matrix_power(m.float(), L) > 0).sum(-1),
-        "residual",
-    )  # forgets the self edge
-    fails_with(check, lambda m, L: m.sum(-1), "once per layer")  # one layer only
-    fails_with(check, lambda m, L: receptive_field(m, L), "receptive_field")
+    fails_with(check, reversed_order, "LAST layer")
+    fails_with(  # the widget's helper, one mask repeated: forbidden
+        check, lambda ms: receptive_field(ms[0], len(ms)), "receptive_field"
+    )
 
 
 def good_kv_bytes(layers, seq_len, batch=1, bytes_per=2):
@@ -349,25 +409,32 @@ def test_kv_cache_crossover():
     )
 
 
-def test_streaming_mask():
-    def good(T, w, s):
-        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+def good_chunk_sink(T, S, w, s):
+    i, j = torch.arange(T)[:, None] + S - T, torch.arange(S)[None, :]
+    return (j <= i) & ((i - j < w) | (j < s))
+
+
+def test_chunk_sink_mask():
+    assert attnlab.check.chunk_sink_mask(good_chunk_sink)
+    check = attnlab.check.chunk_sink_mask
+
+    def top_left(T, S, w, s):  # query i taken as position i
+        i, j = torch.arange(T)[:, None], torch.arange(S)[None, :]
         return (j <= i) & ((i - j < w) | (j < s))
 
-    assert attnlab.check.streaming_mask(good)
-    check = attnlab.check.streaming_mask
+    def off_by_one(T, S, w, s):  # a window of w + 1 tokens
+        return good_chunk_sink(T, S, w + 1, s)
 
-    def off_by_one(T, w, s):  # window of w + 1 tokens
-        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-        return (j <= i) & ((i - j <= w) | (j < s))
-
-    def sinks_see_the_future(T, w, s):  # forgets causality for the sinks
-        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    def sinks_see_the_future(T, S, w, s):  # forgets causality for the sinks
+        i, j = torch.arange(T)[:, None] + S - T, torch.arange(S)[None, :]
         return ((j <= i) & (i - j < w)) | (j < s)
 
+    fails_with(check, top_left, "bottom-right")
     fails_with(check, off_by_one, "itself included")
-    fails_with(check, sinks_see_the_future, "causal")
-    fails_with(check, lambda T, w, s: streaming_mask(T, w, s), "streaming_mask")
+    fails_with(check, sinks_see_the_future, "causal even for the sinks")
+    fails_with(  # the last T rows of the page's square mask: forbidden
+        check, lambda T, S, w, s: streaming_mask(S, w, s)[S - T :], "streaming_mask"
+    )
 
 
 def test_stubs_report_pending(monkeypatch, capsys):
@@ -381,12 +448,12 @@ def test_stubs_report_pending(monkeypatch, capsys):
         "block_size_for_budget",
         "causal_tiles",
         "split_kv_decoding",
-        "tile_backward",
+        "grouped_tile_backward",
         "causal_linear_attention",
-        "receptive_field_after",
+        "receptive_field_of_stack",
         "kv_cache_bytes",
         "kv_cache_crossover",
-        "streaming_mask",
+        "chunk_sink_mask",
     ):
         assert not getattr(attnlab.check, name)(stub)
     assert "not implemented yet" in capsys.readouterr().out

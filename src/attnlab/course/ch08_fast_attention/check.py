@@ -14,8 +14,11 @@
 * :func:`split_kv_decoding` — ``fn(q, k, v, n_splits) -> out``: one decoding query per
   (batch, head) against a long cache split into ``n_splits`` chunks, each summarised by
   its partial output and log-sum-exp, then merged (Flash-Decoding).
-* :func:`tile_backward` — ``fn(q, k, v, out, lse, dout, scale) -> (dq, dk, dv)``: the
-  backward of softmax attention on one tile, from the saved output and log-sum-exp.
+* :func:`grouped_tile_backward` — ``fn(q, k, v, out, lse, dout, scale) -> (dq, dk,
+  dv)``: the backward of softmax attention on one tile for all heads at once, with
+  grouped-query heads (``q (Hq, T, Dh)``, ``k (Hkv, S, Dh)``, ``v (Hkv, S, Dv)``; query
+  head ``h`` reads key/value head ``h // (Hq // Hkv)``), from the saved output and
+  log-sum-exp.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ __all__ = [
     "block_size_for_budget",
     "causal_tiles",
     "split_kv_decoding",
-    "tile_backward",
+    "grouped_tile_backward",
 ]
 
 _FLASH = ("attnlab.flash_attention", "attnlab.efficient.flash_attention")
@@ -49,7 +52,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "attnlab.scaled_dot_product_attention",
         "attnlab.attention.scaled_dot_product_attention",
     ),
-    "tile_backward": (*_FLASH, "attnlab.efficient.flash._flash_backward"),
+    "grouped_tile_backward": (*_FLASH, "attnlab.efficient.flash._flash_backward"),
 }
 
 
@@ -154,6 +157,12 @@ def causal_tiles(fn):
          "rows below the last key see every key: all their tiles are computed"),
         ("Bq != Bk: T = S = 128, 16 x 64", (128, 128, 16, 64),
          "count per row block: tile (i0, j0) is computed when j0 <= i0 + Bq - 1"),
+        ("a tile with one allowed pair: T = 129, S = 200, 64 x 32", (129, 200, 64, 32),
+         "the last row block holds only query 128, and key block 128-159 starts at "
+         "key 128: that one allowed pair (128, 128) makes the tile computed "
+         "(j0 <= the row block's last query, not <)"),
+        ("T < S, Bq < Bk, neither divides: T = 150, S = 410, 24 x 40", (150, 410, 24, 40),
+         "per row block: the key blocks starting at or before its last query"),
     ]  # fmt: skip
     cases = [
         Case(label, args, _causal_count(*args), hint) for label, args, hint in specs
@@ -202,9 +211,13 @@ def split_kv_decoding(fn):
 
 
 def _tile_grads(q, k, v, dout, scale):
+    """Autograd's gradients of grouped-query attention on one tile: query head h reads
+    key/value head h // (Hq // Hkv), as repeat_interleave and SDPA's enable_gqa."""
     q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
-    w = torch.softmax(q @ k.transpose(-2, -1) * scale, -1)  # (T, S)
-    out = w @ v
+    g = q.shape[0] // k.shape[0]  # query heads per key/value head
+    kr, vr = k.repeat_interleave(g, 0), v.repeat_interleave(g, 0)  # (Hq, S, .)
+    w = torch.softmax(q @ kr.transpose(-2, -1) * scale, -1)  # (Hq, T, S)
+    out = w @ vr  # (Hq, T, Dv)
     return torch.autograd.grad(out, (q, k, v), dout)
 
 
@@ -234,29 +247,39 @@ def _without_autograd(fn):
     return types.FunctionType(answer.__code__, glob, "answer", None, answer.__closure__)
 
 
-def tile_backward(fn):
-    """Check ``fn(q, k, v, out, lse, dout, scale) -> (dq, dk, dv)`` on (T, Dh) tiles."""
+def grouped_tile_backward(fn):
+    """Check ``fn(q, k, v, out, lse, dout, scale) -> (dq, dk, dv)`` on one tile of
+    every head: ``q (Hq, T, Dh)``, ``k (Hkv, S, Dh)``, ``v (Hkv, S, Dv)``."""
+    group = (
+        "dK and dV of a shared key/value head are the sum of the gradients of the "
+        "query heads that read it, and those are consecutive: head j serves query "
+        "heads j*g ... j*g + g - 1 (g = Hq / Hkv, as repeat_interleave)"
+    )
     specs = [
-        ("T = 4, S = 6, Dh = 3, scale 1", (4, 6, 3, 3), 1.0, 1.0,
+        ("one query head per key/value head: Hq = Hkv = 2, T = 4, S = 6",
+         (2, 2, 4, 6, 3, 3), 1.0, 1.0,
          "dV = P^T dO; dP = dO V^T; dS = P * (dP - D) with D_i = sum_j dO_ij O_ij"),
-        ("T = 5, S = 3, Dv != Dh, scale 0.5", (5, 3, 4, 2), 0.5, 1.0,
-         "dQ = scale * dS K and dK = scale * dS^T Q: the scale multiplies both"),
-        ("sharp scores (x 20)", (3, 7, 4, 4), 1.0, 20.0,
+        ("Hq = 4, Hkv = 2, T = 3, S = 5", (4, 2, 3, 5, 4, 4), 1.0, 1.0, group),
+        ("Hq = 6, Hkv = 3", (6, 3, 2, 4, 3, 2), 1.0, 1.0, group),
+        ("one key/value head for 4 query heads (MQA)", (4, 1, 3, 5, 4, 4), 1.0, 1.0,
+         group),
+        ("sharp scores (x 20)", (4, 2, 3, 7, 4, 4), 1.0, 20.0,
          "recompute P = exp(scale * q k^T - lse) from the saved lse: no max needed"),
-        ("scale 1/sqrt(Dh)", (6, 6, 16, 8), 0.25, 1.0,
-         "the gradient of softmax is P * (dP - rowsum(P * dP)), and "
-         "rowsum(P * dP) = rowsum(dO * O)"),
+        ("scale 0.5, Dv != Dh", (4, 2, 5, 3, 4, 2), 0.5, 1.0,
+         "dQ = scale * dS K and dK = scale * dS^T Q: the scale multiplies both"),
     ]  # fmt: skip
     cases = []
-    for i, (label, (T, S, Dh, Dv), scale, mult, hint) in enumerate(specs):
+    for i, (label, (Hq, Hkv, T, S, Dh, Dv), scale, mult, hint) in enumerate(specs):
         g = seeded(840 + i)
-        q = torch.randn(T, Dh, generator=g, dtype=torch.float64) * mult
-        k = torch.randn(S, Dh, generator=g, dtype=torch.float64)
-        v = torch.randn(S, Dv, generator=g, dtype=torch.float64)
-        dout = torch.randn(T, Dv, generator=g, dtype=torch.float64)
-        s = q @ k.T * scale
-        lse = torch.logsumexp(s, -1)  # (T,)
-        out = torch.softmax(s, -1) @ v  # (T, Dv)
+        q = torch.randn(Hq, T, Dh, generator=g, dtype=torch.float64) * mult
+        k = torch.randn(Hkv, S, Dh, generator=g, dtype=torch.float64)
+        v = torch.randn(Hkv, S, Dv, generator=g, dtype=torch.float64)
+        dout = torch.randn(Hq, T, Dv, generator=g, dtype=torch.float64)
+        kr = k.repeat_interleave(Hq // Hkv, 0)  # (Hq, S, Dh)
+        vr = v.repeat_interleave(Hq // Hkv, 0)  # (Hq, S, Dv)
+        s = q @ kr.transpose(-2, -1) * scale  # (Hq, T, S)
+        lse = torch.logsumexp(s, -1)  # (Hq, T)
+        out = torch.softmax(s, -1) @ vr  # (Hq, T, Dv)
         cases.append(
             Case(
                 label,
@@ -266,5 +289,8 @@ def tile_backward(fn):
             )
         )
     return run_check(
-        "tile_backward", _without_autograd(fn), cases, forbid=FORBIDDEN["tile_backward"]
+        "grouped_tile_backward",
+        _without_autograd(fn),
+        cases,
+        forbid=FORBIDDEN["grouped_tile_backward"],
     )

@@ -2,16 +2,18 @@
 
 * :func:`causal_linear_attention` — ``fn(q, k, v) -> out``: causal linear attention
   with phi = elu + 1, in prefix-sum form (no (T, T) matrix).
-* :func:`receptive_field_after` — ``fn(mask, layers) -> (n,)``: how many positions each
-  query depends on after ``layers`` layers of attention with the boolean ``mask``.
+* :func:`receptive_field_of_stack` — ``fn(masks) -> (n,)``: how many positions each
+  query depends on after a stack of attention layers, one boolean ``(n, n)`` mask per
+  layer (the first layer first), the residual connection included.
 * :func:`kv_cache_bytes` — ``fn(layers, seq_len, batch=1, bytes_per=2) -> bytes``:
   the KV cache of a mixed model (full-attention layers with grouped-query heads,
   sliding-window layers whose cache stops at the window, MLA latent layers).
 * :func:`kv_cache_crossover` — ``fn(layers, weight_bytes, batch=1, bytes_per=2) ->
   int | None``: the first context length at which that cache outweighs the weights.
-* :func:`streaming_mask` — ``fn(T, window, n_sink) -> (T, T) bool``: what a decoder with
-  a rolling cache of ``window`` recent tokens plus ``n_sink`` sink tokens attends to
-  (StreamingLLM).
+* :func:`chunk_sink_mask` — ``fn(T, S, window, n_sink) -> (T, S) bool``: what a chunk
+  of ``T`` new tokens, the last ``T`` of ``S`` positions, attends to under a rolling
+  window of ``window`` recent tokens plus ``n_sink`` sink tokens (StreamingLLM's
+  pattern, aligned bottom-right).
 """
 
 from __future__ import annotations
@@ -24,21 +26,21 @@ from ..check_core import Case, close, run_check, seeded
 
 __all__ = [
     "causal_linear_attention",
-    "receptive_field_after",
+    "receptive_field_of_stack",
     "kv_cache_bytes",
     "kv_cache_crossover",
-    "streaming_mask",
+    "chunk_sink_mask",
 ]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "causal_linear_attention": ("attnlab.linear_attention",
                                 "attnlab.efficient.linear_attention"),
-    "receptive_field_after": ("attnlab.course.ch09_subquadratic.widgets.receptive_field",),
+    "receptive_field_of_stack": (
+        "attnlab.course.ch09_subquadratic.widgets.receptive_field",),
     # no library function computes a cache's size from a description: nothing to forbid
     "kv_cache_bytes": (),
     "kv_cache_crossover": (),
-    "streaming_mask": ("attnlab.masking.streaming_mask",
-                       "attnlab.masking.sparse_pattern_mask"),
+    "chunk_sink_mask": ("attnlab.masking.streaming_mask",),
 }  # fmt: skip
 
 
@@ -72,40 +74,51 @@ def causal_linear_attention(fn):
     )
 
 
-def receptive_field_after(fn):
-    """Check ``fn(mask, layers) -> (n,)`` long tensor of counts."""
-    from .widgets import receptive_field  # call time: the widgets import pyplot
+def _reach_of_stack(masks) -> torch.Tensor:
+    """(n,) positions each query depends on through the stack (first layer first)."""
+    n = masks[0].shape[-1]
+    eye = torch.eye(n, dtype=torch.bool)
+    reach = eye.float()  # (n, n): query i (top) depends on input position j
+    for mask in masks:  # a new layer on top: its mask is read first
+        reach = (((mask | eye).float() @ reach) > 0).float()
+    return reach.sum(-1).long()
 
-    cases = []
+
+def receptive_field_of_stack(fn):
+    """Check ``fn(masks) -> (n,)`` long tensor of counts, ``masks`` a list of boolean
+    ``(n, n)`` masks, one per layer, the first layer first."""
+    prev = torch.ones(6, 6, dtype=torch.bool).tril(-1) & ~torch.ones(
+        6, 6, dtype=torch.bool
+    ).tril(-2)  # (6, 6): each query sees the previous token only, not itself
+    glob = pattern_mask("global+local", 12, 1, n_global=1)
     specs = [
-        ("causal window 2, 3 layers", pattern_mask("window", 16, 2, causal=True), 3),
-        ("window 1, 1 layer", pattern_mask("window", 8, 1), 1),
-        (
-            "dilated 2x2, 2 layers, causal",
-            pattern_mask("dilated", 20, 2, 2, causal=True),
-            2,
-        ),
-        ("global+local", pattern_mask("global+local", 12, 1, n_global=1), 2),
-        ("no edges at all (window 0)", pattern_mask("window", 5, 0), 4),
-        (
-            "previous token only (no self edge)",
-            torch.ones(6, 6, dtype=torch.bool).tril(-1)
-            & ~torch.ones(6, 6, dtype=torch.bool).tril(-2),
-            2,
-        ),
+        ("one layer: causal window 2", [pattern_mask("window", 16, 2, causal=True)],
+         "one layer reaches what its mask allows, and the token itself"),
+        ("the same causal window 2, three layers",
+         [pattern_mask("window", 16, 2, causal=True)] * 3,
+         "compose the masks: one step along the mask per layer"),
+        ("causal window 1, then a causal dilated window 2 x 3",
+         [pattern_mask("window", 20, 1, causal=True),
+          pattern_mask("dilated", 20, 2, 3, causal=True)],
+         "each layer uses its own mask: compose every mask of the list in turn"),
+        ("global+local, then a causal window 1: order matters near the start",
+         [glob, pattern_mask("window", 12, 1, causal=True)],
+         "the list starts at the first layer: a query reads through the LAST layer's "
+         "mask first, then down the stack (reach = M_L ... M_1, not M_1 ... M_L)"),
+        ("previous token only (no self edge), twice", [prev, prev],
+         "a token always keeps itself (residual): add the self edge to every mask"),
+        ("no edges at all (window 0), four layers",
+         [pattern_mask("window", 5, 0)] * 4, "with no edges each token reaches itself"),
+    ]  # fmt: skip
+    cases = [
+        Case(label, (masks,), _reach_of_stack(masks), hint)
+        for label, masks, hint in specs
     ]
-    for label, mask, layers in specs:
-        cases.append(
-            Case(
-                label,
-                (mask, layers),
-                receptive_field(mask, layers),
-                "a token always keeps itself (residual); compose the mask "
-                "with itself once per layer",
-            )
-        )
     return run_check(
-        "receptive_field_after", fn, cases, forbid=FORBIDDEN["receptive_field_after"]
+        "receptive_field_of_stack",
+        fn,
+        cases,
+        forbid=FORBIDDEN["receptive_field_of_stack"],
     )
 
 
@@ -226,23 +239,30 @@ def kv_cache_crossover(fn):
     )
 
 
-def _streaming(T, window, n_sink):
-    i = torch.arange(T)[:, None]  # (T, 1)
-    j = torch.arange(T)[None, :]  # (1, T)
-    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, T)
+def _chunk_sink(T, S, window, n_sink):
+    i = torch.arange(T)[:, None] + (S - T)  # the queries' positions in the text (T, 1)
+    j = torch.arange(S)[None, :]  # the keys' positions                          (1, S)
+    return (j <= i) & ((i - j < window) | (j < n_sink))  # (T, S)
 
 
-def streaming_mask(fn):
-    """Check ``fn(T, window, n_sink) -> (T, T)`` bool, True = may attend."""
+def chunk_sink_mask(fn):
+    """Check ``fn(T, S, window, n_sink) -> (T, S)`` bool, True = may attend."""
     specs = [
-        ("T = 8, window 3, one sink", (8, 3, 1),
-         "query i keeps the window of its last `window` tokens, itself included"),
-        ("no sink: a plain rolling window", (7, 2, 0), "n_sink = 0 is a causal window"),
-        ("window longer than the text", (5, 10, 2),
-         "early on, nothing is evicted; and the mask stays causal: no query sees a "
-         "later token, not even a sink"),
-        ("4 sinks, window 4, T = 12", (12, 4, 4),
-         "sinks are the first n_sink positions, seen by every later query (causal)"),
+        ("one new token after 9: T = 1, S = 10, window 4, 2 sinks", (1, 10, 4, 2),
+         "bottom-right: query i is position S - T + i of the text; it sees the last "
+         "`window` positions, itself included, and the first n_sink"),
+        ("a chunk of 4 after 8: T = 4, S = 12, window 3, one sink", (4, 12, 3, 1),
+         "every query of the chunk has its own window: keys S - T + i - window + 1 "
+         "... S - T + i, never a later one"),
+        ("the first chunk: T = S = 6, window 2, 3 sinks", (6, 6, 2, 3),
+         "causal even for the sinks: a query never sees a later position, not even "
+         "a sink that is generated after it"),
+        ("no sink: T = 3, S = 9, window 2", (3, 9, 2, 0),
+         "n_sink = 0 is a plain rolling window"),
+        ("window longer than the text: T = 3, S = 5, window 10, 2 sinks", (3, 5, 10, 2),
+         "early on nothing is evicted: every earlier position is seen"),
+        ("4 sinks, window 4, T = 5, S = 16", (5, 16, 4, 4),
+         "the sinks are the first n_sink positions, seen by every later query"),
     ]  # fmt: skip
-    cases = [Case(label, args, _streaming(*args), hint) for label, args, hint in specs]
-    return run_check("streaming_mask", fn, cases, forbid=FORBIDDEN["streaming_mask"])
+    cases = [Case(label, args, _chunk_sink(*args), hint) for label, args, hint in specs]
+    return run_check("chunk_sink_mask", fn, cases, forbid=FORBIDDEN["chunk_sink_mask"])
