@@ -82,31 +82,43 @@ def test_softmax_with_sink():
     )
 
 
-def good_kv(kind, n_heads, d_head, n_kv_heads=None, kv_rank=None, rope_dim=None):
-    if kind == "MLA":
-        return kv_rank + rope_dim
-    g = {"MHA": n_heads, "MQA": 1}.get(kind, n_kv_heads)
-    return 2 * g * d_head
+def good_cache(types, g, dh, context, window=None):
+    return sum(
+        2 * g * dh * (context if t == "full" else min(context, window)) for t in types
+    )
 
 
-def test_kv_numbers_per_token():
-    assert attnlab.check.kv_numbers_per_token(good_kv)
-    fails_with(  # keys only
-        attnlab.check.kv_numbers_per_token,
-        lambda *a, **k: good_kv(*a, **k) // (1 if a[0] == "MLA" else 2),
-        r"2 x H x Dh",
-    )
-    fails_with(  # MLA counted twice, like keys and values
-        attnlab.check.kv_numbers_per_token,
-        lambda *a, **k: 2 * good_kv(*a, **k) if a[0] == "MLA" else good_kv(*a, **k),
-        r"d_c \+ d_r",
-    )
-    fails_with(  # GQA with all the query heads
-        attnlab.check.kv_numbers_per_token,
-        lambda kind, h, d, n_kv_heads=None, **k: good_kv(
-            "MHA" if kind == "GQA" else kind, h, d, n_kv_heads, **k
+def test_kv_cache_numbers():
+    assert attnlab.check.kv_cache_numbers(good_cache)
+    fails_with(  # the window ignored: every layer full
+        attnlab.check.kv_cache_numbers,
+        lambda types, g, dh, context, window=None: good_cache(
+            ["full"] * len(types), g, dh, context
         ),
-        r"kv heads",
+        r"min\(context, window\)",
+    )
+    fails_with(  # the window applied to every layer
+        attnlab.check.kv_cache_numbers,
+        lambda types, g, dh, context, window=None: good_cache(
+            types if window is None else ["sliding"] * len(types),
+            g,
+            dh,
+            context,
+            window,
+        ),
+        r"min\(context, window\)",
+    )
+    fails_with(  # a sliding layer counted as the full window even for a short context
+        attnlab.check.kv_cache_numbers,
+        lambda types, g, dh, context, window=None: sum(
+            2 * g * dh * (context if t == "full" else window) for t in types
+        ),
+        r"fewer tokens than the window",
+    )
+    fails_with(  # keys only
+        attnlab.check.kv_cache_numbers,
+        lambda *a, **k: good_cache(*a, **k) // 2,
+        r"2 x n_kv_heads x d_head",
     )
 
 
@@ -119,7 +131,7 @@ def test_stubs_report_not_implemented(capsys, monkeypatch):
     for check in (
         attnlab.check.ntk_frequencies,
         attnlab.check.softmax_with_sink,
-        attnlab.check.kv_numbers_per_token,
+        attnlab.check.kv_cache_numbers,
     ):
         assert not check(stub)
     assert capsys.readouterr().out.count("not implemented") == 3

@@ -10,28 +10,50 @@ import attnlab
 pytestmark = pytest.mark.usefixtures("strict_checks")
 
 
-def good_tokens(alpha, k):
-    return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+def good_best_k(alpha, c, k_max=16):
+    def speedup(k):
+        tokens = sum(alpha**i for i in range(k + 1))  # 1 + alpha + ... + alpha^k
+        return tokens / (1 + c * k)
+
+    best = 0
+    for k in range(1, k_max + 1):
+        if speedup(k) > speedup(best):
+            best = k
+    return best
 
 
-def test_tokens_per_pass():
-    assert attnlab.check.tokens_per_pass(good_tokens)
-    assert attnlab.check.tokens_per_pass(lambda a, k: sum(a**i for i in range(k + 1)))
-    fails_with(  # the bonus token forgotten: k terms
-        attnlab.check.tokens_per_pass,
-        lambda a, k: float(k) if a == 1 else (1 - a**k) / (1 - a),
-        r"k \+ 1 terms",
-    )
-    fails_with(  # the closed form everywhere: 0/0 at alpha = 1
-        attnlab.check.tokens_per_pass,
-        lambda a, k: (1 - a ** (k + 1)) / (1 - a),
-        r"alpha 1",
-    )
-    fails_with(  # linear: 1 + k alpha (as if acceptances did not stop at a rejection)
-        attnlab.check.tokens_per_pass,
-        lambda a, k: 1 + k * a,
-        r"alpha 0.8",
-    )
+def test_best_draft_length():
+    assert attnlab.check.best_draft_length(good_best_k)
+
+    def from_one(alpha, c, k_max=16):  # never considers not drafting at all
+        return max(range(1, k_max + 1), key=lambda k: good_speedup(alpha, c, k))
+
+    fails_with(attnlab.check.best_draft_length, from_one, r"the answer is 0")
+
+    def closed_form(alpha, c, k_max=16):  # 0/0 at alpha = 1
+        def s(k):
+            return (1 - alpha ** (k + 1)) / ((1 - alpha) * (1 + c * k))
+
+        return max(range(k_max + 1), key=s)
+
+    fails_with(attnlab.check.best_draft_length, closed_form, r"alpha = 1")
+
+    def free_drafts(alpha, c, k_max=16):  # the draft's cost forgotten
+        return max(range(k_max + 1), key=lambda k: good_speedup(alpha, 0.0, k))
+
+    fails_with(attnlab.check.best_draft_length, free_drafts, r"1 \+ c k")
+
+    def k_terms(alpha, c, k_max=16):  # the bonus token forgotten: k terms
+        return max(
+            range(k_max + 1),
+            key=lambda k: sum(alpha**i for i in range(k)) / (1 + c * k),
+        )
+
+    fails_with(attnlab.check.best_draft_length, k_terms, r"alpha 0.8, c 0.05")
+
+
+def good_speedup(alpha, c, k):
+    return sum(alpha**i for i in range(k + 1)) / (1 + c * k)
 
 
 def good_lookup(ids, k, n=2):
@@ -78,6 +100,6 @@ def test_stubs_are_reported_not_failed(capsys, monkeypatch):
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    assert not attnlab.check.tokens_per_pass(stub)
+    assert not attnlab.check.best_draft_length(stub)
     assert not attnlab.check.lookup_draft(stub)
     assert "not implemented" in capsys.readouterr().out

@@ -88,6 +88,8 @@ def induction_twin(maps: dict, title: str = "Find the induction head") -> Twin:
             Readout("score", "head's induction score"),
         ],
         data={"sequences": seqs},
+        head="<b>Runs in your browser</b> (works on the website too): the panel "
+        "reads maps stored in the page.",  # no ipywidget above it on the page
         note="The model does not run in your browser: these maps were computed by the "
         "chapter's trained 2-layer model when this page was built (weights rounded "
         "to thousandths). Red outlines: the induction pattern, the token after the "

@@ -4,9 +4,10 @@
   frequencies under NTK-aware scaling (the base times ``factor^(d/(d-2))``).
 * :func:`softmax_with_sink` — ``fn(scores, sink) -> weights``: softmax over the keys
   with one extra learned logit per head whose mass is dropped (gpt-oss's sinks).
-* :func:`kv_numbers_per_token` — ``fn(kind, n_heads, d_head, n_kv_heads=None,
-  kv_rank=None, rope_dim=None) -> int``: numbers one layer caches per token for
-  ``"MHA"``, ``"GQA"``, ``"MQA"`` and ``"MLA"``.
+* :func:`kv_cache_numbers` — ``fn(layer_types, n_kv_heads, d_head, context,
+  window=None) -> int``: the numbers one sequence of ``context`` tokens holds in the
+  KV cache, summed over layers that are ``"full"`` or ``"sliding"`` (a sliding-window
+  layer keeps at most ``window`` tokens).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import torch
 
 from ..check_core import Case, close, run_check, seeded
 
-__all__ = ["ntk_frequencies", "softmax_with_sink", "kv_numbers_per_token"]
+__all__ = ["ntk_frequencies", "softmax_with_sink", "kv_cache_numbers"]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ntk_frequencies": ("attnlab.modern.rope_frequencies", "attnlab.modern.RoPE",
                         "attnlab.modern.rope.rope_frequencies", "attnlab.modern.rope.RoPE"),
     "softmax_with_sink": ("attnlab.modern.attend", "attnlab.modern.attention.attend"),
-    "kv_numbers_per_token": (),
+    "kv_cache_numbers": (),
 }  # fmt: skip
 
 
@@ -94,25 +95,39 @@ def softmax_with_sink(fn):
     )
 
 
-def kv_numbers_per_token(fn):
-    """Check ``fn(kind, n_heads, d_head, n_kv_heads=None, kv_rank=None, rope_dim=None)``."""
+def kv_cache_numbers(fn):
+    """Check ``fn(layer_types, n_kv_heads, d_head, context, window=None) -> int``."""
+
+    def expected(types, g, dh, context, window=None):
+        kept = [context if t == "full" else min(context, window) for t in types]
+        return 2 * g * dh * sum(kept)
+
+    alt = ["sliding", "full"] * 12  # 24 layers, windows and full layers alternating
+    five = (["sliding"] * 5 + ["full"]) * 2  # five windowed layers per full one
     specs = [
-        ("MHA, 32 heads of 128", ("MHA", 32, 128), {}, 2 * 32 * 128, "keys and values: 2 x H x Dh"),
-        ("GQA, 8 kv heads", ("GQA", 32, 128), {"n_kv_heads": 8}, 2 * 8 * 128, "only the kv heads are cached"),
-        ("MQA", ("MQA", 32, 128), {}, 2 * 128, "one shared key and value head"),
-        ("MLA, DeepSeek-V3", ("MLA", 128, 128), {"kv_rank": 512, "rope_dim": 64}, 576,
-         "MLA caches the latent and one shared RoPE key: d_c + d_r"),
-        ("GQA, 4 kv heads of 64", ("GQA", 16, 64), {"n_kv_heads": 4}, 2 * 4 * 64, "2 x G x Dh"),
+        ("every layer full", (["full"] * 32, 8, 128, 8192), {},
+         "keys and values: 2 x n_kv_heads x d_head numbers per cached token and layer"),
+        ("alternating, window 128, 131072 tokens", (alt, 8, 64, 131072), {"window": 128},
+         "a sliding layer caches min(context, window) tokens, a full one all of them"),
+        ("five windowed per full, window 1024", (five, 4, 256, 32768), {"window": 1024},
+         "sum the layers: each sliding layer stops at the window"),
+        ("context shorter than the window", (["sliding", "full"] * 2, 2, 64, 100),
+         {"window": 128}, "with fewer tokens than the window, a sliding layer keeps them all"),
+        ("one token", (["sliding", "full"], 1, 8, 1), {"window": 4},
+         "one token: one key and one value per kv head in each layer"),
+        ("only sliding layers", (["sliding"] * 3, 2, 16, 50), {"window": 10},
+         "every layer here is windowed: 3 x 2 x 2 x 16 x 10"),
     ]  # fmt: skip
     cases = [
-        Case(label, args, exp, hint, kwargs=kw) for label, args, kw, exp, hint in specs
+        Case(label, args, expected(*args, **kw), hint, kwargs=kw)
+        for label, args, kw, hint in specs
     ]
     return run_check(
-        "kv_numbers_per_token",
+        "kv_cache_numbers",
         fn,
         cases,
         compare=lambda g, e: (
             isinstance(g, (int, float)) and not isinstance(g, bool) and g == e
         ),
-        forbid=FORBIDDEN["kv_numbers_per_token"],
+        forbid=FORBIDDEN["kv_cache_numbers"],
     )

@@ -1,8 +1,10 @@
 """Checks for chapter 14 (serving and long context).
 
-* :func:`tokens_per_pass` — ``fn(alpha, k) -> float``: the expected number of tokens
-  one target pass of speculative decoding yields when each of the ``k`` draft tokens
-  is accepted with probability ``alpha``, independently.
+* :func:`best_draft_length` — ``fn(alpha, c, k_max=16) -> int``: the number of draft
+  tokens per round, ``0 .. k_max``, that maximises the expected speed-up of speculative
+  decoding over plain decoding when each draft token is kept with probability
+  ``alpha``, independently, and a draft step costs ``c`` target steps (``0``: do not
+  draft).
 * :func:`lookup_draft` — ``fn(ids, k, n=2) -> list[int]``: prompt-lookup drafting: the
   (up to) ``k`` tokens that followed the most recent earlier occurrence of the last
   ``n`` tokens of ``ids``.
@@ -11,43 +13,54 @@
 
 from __future__ import annotations
 
-from ..check_core import Case, close, run_check
+import numbers
+
+from ..check_core import Case, run_check
 from .check_cache import FORBIDDEN as _CACHE_FORBIDDEN
 from .check_cache import keep_low_norm
 
-__all__ = ["tokens_per_pass", "lookup_draft", "keep_low_norm"]
+__all__ = ["best_draft_length", "lookup_draft", "keep_low_norm"]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "tokens_per_pass": ("attnlab.speculative.speculative_generate",),
+    "best_draft_length": ("attnlab.speculative.speculative_generate",),
     "lookup_draft": (),
     **_CACHE_FORBIDDEN,
 }
 
 
-def _tokens_per_pass(alpha: float, k: int) -> float:
-    return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+def _speedup(alpha: float, c: float, k: int) -> float:
+    tokens = float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+    return tokens / (1 + c * k)
 
 
-def tokens_per_pass(fn):
-    """Check ``fn(alpha, k)`` against the geometric series ``sum_{i=0}^{k} alpha^i``."""
-    specs = [
-        ("alpha 0.8, k 4", (0.8, 4), "1 + alpha + ... + alpha^k: k + 1 terms (the bonus token counts)"),
-        ("alpha 0.5, k 1", (0.5, 1), "one draft token: 1 + alpha"),
-        ("alpha 0, k 5", (0.0, 5), "nothing accepted: still one token per pass (the target's own)"),
-        ("alpha 1, k 4", (1.0, 4), "alpha = 1: every draft accepted, k + 1 tokens; the closed form is 0/0 there"),
-        ("alpha 0.95, k 16", (0.95, 16), "(1 - alpha^(k+1)) / (1 - alpha)"),
+def _best_k(alpha: float, c: float, k_max: int = 16) -> int:
+    return max(range(k_max + 1), key=lambda k: (_speedup(alpha, c, k), -k))
+
+
+def best_draft_length(fn):
+    """Check ``fn(alpha, c, k_max=16)`` against a search over ``k = 0 .. k_max`` of
+    ``(1 - alpha^(k+1)) / ((1 - alpha)(1 + c k))``."""
+    specs: list[tuple[str, tuple, dict, str]] = [
+        ("alpha 0.8, c 0.05", (0.8, 0.05), {}, "speed-up(k) = tokens per pass / (1 + c k), tokens per pass = 1 + alpha + ... + alpha^k (k + 1 terms)"),
+        ("alpha 0.8, c 0.3", (0.8, 0.3), {}, "a dearer draft step: weigh each extra draft token against its cost c"),
+        ("alpha 0.5, c 0.1", (0.5, 0.1), {}, "search every k from 0 to k_max and keep the best"),
+        ("alpha 0.6, c 1", (0.6, 1.0), {}, "when no k beats plain decoding (speed-up 1 at k = 0), the answer is 0"),
+        ("alpha 0, c 0.01", (0.0, 0.01), {}, "nothing is ever kept: drafting only costs, k = 0"),
+        ("alpha 1, c 0.1, k_max 10", (1.0, 0.1), {"k_max": 10}, "alpha = 1: every draft kept, k + 1 tokens per pass; the closed form is 0/0 there"),
+        ("alpha 0.9, c 0.02, k_max 12", (0.9, 0.02), {"k_max": 12}, "search k = 0 .. k_max only: the best may lie at k_max"),
     ]  # fmt: skip
     cases = [
-        Case(label, args, _tokens_per_pass(*args), hint) for label, args, hint in specs
+        Case(label, args, _best_k(*args, **kw), hint, kwargs=kw)
+        for label, args, kw, hint in specs
     ]
     return run_check(
-        "tokens_per_pass",
+        "best_draft_length",
         fn,
         cases,
         compare=lambda g, e: (
-            not isinstance(g, bool) and close(float(g), e, atol=1e-9, rtol=1e-9)
+            isinstance(g, numbers.Integral) and not isinstance(g, bool) and g == e
         ),
-        forbid=FORBIDDEN["tokens_per_pass"],
+        forbid=FORBIDDEN["best_draft_length"],
     )
 
 
