@@ -253,7 +253,8 @@ def head_scores(weights: torch.Tensor, ids: torch.Tensor, kind: str) -> torch.Te
     sequence and one head, score = sum(weights * pattern) / sum(weights), the
     definition of TransformerLens's head detector (its "mul" measure). Rows with no
     pattern key (the first copy, for induction) count in the denominator, so a perfect
-    induction head scores the share of query rows that have a pattern key on the repeated task (chapter 12 builds one and measures it), not 1.
+    induction head scores the share of query rows that have a pattern key (chapter 12
+    builds one and measures it), not 1.
     """
     V.tensor(ids, "ids", "head_scores", dim=2)
     if V.floating(weights, "weights", "head_scores").dim() not in (4, 5):
