@@ -272,7 +272,7 @@ def fusedmax_vjp(fn) -> CheckResult:
     from ...kernels.tv1d import prox_tv1d
 
     gen = torch.Generator().manual_seed(11)
-    bumps = _t([0.2, 1.5, 1.3, 1.6, 0.4, 1.2, 1.35, 0.1])  # two fused groups win
+    bumps = _t([0.21, 1.52, 1.33, 1.61, 0.38, 1.17, 1.36, 0.12])  # two fused groups win
     bump = _t([0.1, 1.0, 1.3, 0.8, 1.1, 0.2, -0.4, 0.3])  # the page's example
     noisy = torch.randn(12, generator=gen, dtype=torch.float64)
     cases = []
