@@ -235,3 +235,89 @@ def test_vjp_names_the_bug(wrong, hint, monkeypatch):
     monkeypatch.setenv("ATTNLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match=hint):
         attnlab.check.entmax_vjp(wrong)
+
+
+# ------------------------------------------------------------------ fusedmax_vjp
+def _per_group(v, groups, reduce):
+    out = torch.empty_like(v)
+    for gid in groups.unique():
+        on = groups == gid
+        out[on] = reduce(v[on])
+    return out
+
+
+def good_fusedmax_vjp(p, groups, g):  # the chapter's solution
+    return _per_group(good_vjp(p, g), groups, torch.mean)
+
+
+def by_fusedmax_autograd(p, groups, g):  # rebuilds scores, backprops the library
+    x = torch.where(p > 0, p, torch.full_like(p, -1.0)).requires_grad_()
+    (attnlab.fusedmax(x, lam=0.0) * g).sum().backward()
+    return x.grad
+
+
+def test_fusedmax_vjp_passes_the_solution(monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    assert attnlab.check.fusedmax_vjp(good_fusedmax_vjp)
+    assert "✅" in capsys.readouterr().out
+
+
+def test_fusedmax_vjp_solution_gradchecks():
+    """The exercise's autograd.Function (prox, then sparsemax; the answer as backward)
+    passes gradcheck: the reference is not only the library's own backward."""
+    from attnlab.kernels.tv1d import prox_tv1d
+
+    class Fused(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, lam):
+            y, groups = prox_tv1d(x.detach().numpy(), lam)
+            p = attnlab.sparsemax(torch.from_numpy(y))
+            ctx.save_for_backward(p, torch.from_numpy(groups))
+            return p
+
+        @staticmethod
+        def backward(ctx, g):
+            p, groups = ctx.saved_tensors
+            return good_fusedmax_vjp(p, groups, g), None
+
+    x = torch.tensor([0.1, 1.0, 1.3, 0.8, 1.1, 0.2, -0.4, 0.3], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda t: Fused.apply(t, 0.3), (x.requires_grad_(),))
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda p, groups, g: good_vjp(p, g), "that is sparsemax's backward"),
+        (
+            lambda p, groups, g: _per_group(good_vjp(p, g), groups, torch.sum),
+            "summing over a group counts it",
+        ),
+        (
+            lambda p, groups, g: _per_group(g, groups, torch.mean),
+            "add sparsemax's Jacobian",
+        ),
+        (
+            lambda p, groups, g: _per_group(g, groups, torch.mean) * (p > 0),
+            "add sparsemax's Jacobian",
+        ),
+        (
+            lambda p, groups, g: _per_group(
+                p * (g - (p * g).sum() / p.sum()), groups, torch.mean
+            ),
+            "support indicator",
+        ),
+        (by_fusedmax_autograd, "called attnlab.mappings.fusedmax"),
+        (lambda p, groups, g: torch.full_like(g, 0.1), "must depend on p"),
+    ],
+    ids=["no-groups", "group-sum", "no-sparsemax", "support-only", "u=p", "lib", "c"],
+)
+def test_fusedmax_vjp_names_the_bug(wrong, hint, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=hint):
+        attnlab.check.fusedmax_vjp(wrong)
+
+
+def test_fusedmax_vjp_stub(monkeypatch, capsys):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+    assert not attnlab.check.fusedmax_vjp(stub)
+    assert "not implemented yet" in capsys.readouterr().out

@@ -15,9 +15,11 @@ pytestmark = pytest.mark.usefixtures("strict_checks")
 
 
 # ------------------------------------------------------------ softmax_jacobian_norm
-def _scores(d_k, scaled, n, generator):
-    q = torch.randn(n, 1, d_k, generator=generator)  # (n, 1, d_k)
-    k = torch.randn(n, 16, d_k, generator=generator)  # (n, 16, d_k)
+def _scores(d_k, sigma, n, generator, q_sigma=None, k_sigma=None, scaled=True):
+    qs = sigma if q_sigma is None else q_sigma
+    ks = sigma if k_sigma is None else k_sigma
+    q = qs * torch.randn(n, 1, d_k, generator=generator)  # (n, 1, d_k)
+    k = ks * torch.randn(n, 16, d_k, generator=generator)  # (n, 16, d_k)
     s = (q @ k.transpose(-2, -1)).squeeze(1)  # (n, 16)
     return s / math.sqrt(d_k) if scaled else s
 
@@ -27,40 +29,50 @@ def _frob(p):  # (n, 16) rows on the simplex -> mean ‖diag(p) - p pᵀ‖_F
     return J.flatten(1).norm(dim=-1).mean().item()
 
 
-def good_jacobian_norm(d_k, scaled, n, generator):  # the chapter's solution
-    return _frob(torch.softmax(_scores(d_k, scaled, n, generator), dim=-1))
+def good_jacobian_norm(d_k, sigma, n, generator):  # the chapter's solution
+    return _frob(torch.softmax(_scores(d_k, sigma, n, generator), dim=-1))
 
 
-def jacobian_diag_only(d_k, scaled, n, generator):  # "softmax' = p(1 - p)"
-    p = torch.softmax(_scores(d_k, scaled, n, generator), dim=-1)
+def jacobian_diag_only(d_k, sigma, n, generator):  # "softmax' = p(1 - p)"
+    p = torch.softmax(_scores(d_k, sigma, n, generator), dim=-1)
     return (p * (1 - p)).norm(dim=-1).mean().item()
 
 
-def jacobian_never_scaled(d_k, scaled, n, generator):  # forgets √d_k
-    return good_jacobian_norm(d_k, False, n, generator)
+def jacobian_never_scaled(d_k, sigma, n, generator):  # forgets √d_k
+    return _frob(torch.softmax(_scores(d_k, sigma, n, generator, scaled=False), -1))
 
 
-def jacobian_always_scaled(d_k, scaled, n, generator):
-    return good_jacobian_norm(d_k, True, n, generator)
+def jacobian_sigma_ignored(d_k, sigma, n, generator):  # standard normal entries
+    return good_jacobian_norm(d_k, 1.0, n, generator)
 
 
-def jacobian_wrong_dim(d_k, scaled, n, generator):  # softmax over the n rows
-    p = torch.softmax(_scores(d_k, scaled, n, generator), dim=0)
-    return _frob(p)
+def jacobian_sigma_squared(d_k, sigma, n, generator):  # σ² taken as the std
+    return good_jacobian_norm(d_k, sigma**2, n, generator)
 
 
-def jacobian_constant(d_k, scaled, n, generator):
+def jacobian_sigma_queries_only(d_k, sigma, n, generator):  # keys left at std 1
+    s = _scores(d_k, sigma, n, generator, k_sigma=1.0)
+    return _frob(torch.softmax(s, dim=-1))
+
+
+def jacobian_wrong_dim(d_k, sigma, n, generator):  # softmax over the n rows
+    return _frob(torch.softmax(_scores(d_k, sigma, n, generator), dim=0))
+
+
+def jacobian_constant(d_k, sigma, n, generator):
     return 0.25
 
 
 def test_jacobian_check():
     assert attnlab.check.softmax_jacobian_norm(good_jacobian_norm)
     check = attnlab.check.softmax_jacobian_norm
-    fails_with(check, jacobian_diag_only, r"d_k=1, scaled=False.*off-diagonal")
-    fails_with(check, jacobian_never_scaled, r"d_k=16, scaled=True.*√d_k = 4")
-    fails_with(check, jacobian_always_scaled, r"d_k=16, scaled=False.*no division")
-    fails_with(check, jacobian_wrong_dim, r"d_k=1, scaled=False.*dim=-1")
-    fails_with(check, jacobian_constant, r"d_k=1, scaled=False.*Frobenius")
+    fails_with(check, jacobian_diag_only, r"d_k=1, sigma=1.0.*off-diagonal")
+    fails_with(check, jacobian_never_scaled, r"d_k=16, sigma=1.0.*√d_k = 4")
+    fails_with(check, jacobian_sigma_ignored, r"sigma=0.5.*multiply both")
+    fails_with(check, jacobian_sigma_squared, r"sigma=0.5.*multiply both")
+    fails_with(check, jacobian_sigma_queries_only, r"sigma=0.5.*multiply both")
+    fails_with(check, jacobian_wrong_dim, r"d_k=1, sigma=1.0.*dim=-1")
+    fails_with(check, jacobian_constant, r"d_k=1, sigma=1.0.*Frobenius")
 
 
 # --------------------------------------------------- strict_causal_padding_weights
@@ -238,4 +250,76 @@ def test_stub_is_pending(check, good, capsys, monkeypatch):
         raise NotImplementedError
 
     assert not check(stub)
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ receptive_field
+def _band(T, r, causal):
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    band = (i - j).abs() <= r
+    return band & (j <= i) if causal else band
+
+
+def good_receptive_field(T, r, layers, causal):  # the chapter's solution
+    band = _band(T, r, causal)
+    reach = torch.eye(T, dtype=torch.bool)
+    for _ in range(layers):
+        reach = (band.double() @ reach.double()) > 0
+    return reach
+
+
+def closed_form_receptive_field(T, r, layers, causal):  # |i - j| <= r L: also right
+    return _band(T, r * layers, causal)
+
+
+def reach_one_layer(T, r, layers, causal):  # ignores the stacking
+    return _band(T, r, causal) if layers else torch.eye(T, dtype=torch.bool)
+
+
+def reach_transposed(T, r, layers, causal):
+    return good_receptive_field(T, r, layers, causal).T
+
+
+def reach_not_causal(T, r, layers, causal):
+    return good_receptive_field(T, r, layers, False)
+
+
+def reach_strict_band(T, r, layers, causal):  # |i - j| < r
+    return good_receptive_field(T, max(r - 1, 0), layers, causal)
+
+
+def reach_one_layer_short(T, r, layers, causal):
+    return good_receptive_field(T, r, max(layers - 1, 0), causal)
+
+
+def reach_no_diagonal(T, r, layers, causal):  # a query may not see itself
+    band = _band(T, r, causal) & ~torch.eye(T, dtype=torch.bool)
+    reach = torch.eye(T, dtype=torch.bool)
+    for _ in range(layers):
+        reach = (band.double() @ reach.double()) > 0
+    return reach
+
+
+def test_receptive_field_check():
+    check = attnlab.check.receptive_field
+    assert check(good_receptive_field)
+    assert check(closed_form_receptive_field)
+    assert check(lambda *a: good_receptive_field(*a).int())  # 0/1 is fine too
+    fails_with(check, reach_one_layer, r"layers=3.*one layer's mask")
+    fails_with(check, reach_transposed, r"causal=True.*transposed")
+    fails_with(check, reach_not_causal, r"causal=True.*later tokens")
+    fails_with(check, reach_strict_band, r"r=2.*off by one")
+    fails_with(check, reach_one_layer_short, r"layers=1.*one layer short")
+    fails_with(check, reach_no_diagonal, r"layers=1.*attends to itself")
+    everything = lambda T, r, L, c: torch.ones(T, T, dtype=torch.bool)  # noqa: E731
+    fails_with(check, everything, r"\|i − j\| <= r")
+
+
+def test_receptive_field_stub_is_pending(capsys, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_STRICT", "0")
+
+    def stub(*args):
+        raise NotImplementedError
+
+    assert not attnlab.check.receptive_field(stub)
     assert "not implemented yet" in capsys.readouterr().out

@@ -229,3 +229,18 @@ def test_copy_sources_point_at_the_digit_they_copy():
                 month = named and t in (5, 6)
                 pad_zero = t == 8 and tgt[8] == "0"  # the source writes 5, not 05
                 assert tgt[t] == "-" or month or pad_zero, (src, tgt, t)
+
+
+def test_viterbi_case_where_marginals_and_best_labelling_disagree(monkeypatch):
+    """Exercise 4.3's question: on "à" with agreement 2 the words with marginal above
+    1/2 ("to the") are not the best labelling (nothing): a posterior decoder that is
+    right everywhere else still fails there."""
+    monkeypatch.setenv("ATTNLAB_STRICT", "1")
+
+    def right_but_for_a(u, A):
+        if u.shape == (1, 6, 2) and float(A[0, 0]) == 1.0:
+            return posterior_by_hand(u, A)
+        return good_viterbi(u, A)
+
+    with pytest.raises(CheckFailed, match="'à' with agreement 2.*marginals"):
+        check.viterbi(right_but_for_a)

@@ -247,7 +247,13 @@ def grad_variance(
 
     Takes ``draws`` gradients of the loss with respect to :meth:`LookupNet.score_parameters`
     at the *same* weights (a fresh :class:`LookupNet` from ``seed`` unless ``net`` is
-    given), each on a fresh training minibatch and fresh sampling noise. Returns
+    given), each on a fresh training minibatch and fresh sampling noise. With ``net``
+    the estimator is measured as training uses it at that point: Gumbel-ST at the
+    mapping's current temperature ``net.mapping.tau``, REINFORCE with the mapping's
+    current moving-average baseline (every draw starts from that same baseline; before
+    the first training step, when there is none yet, each draw uses its own batch's
+    mean reward, as the first training step does). ``net`` itself is left unchanged.
+    Returns
     ``{"variance": trace of their covariance (sum over coordinates of the variance),
     "mean_sq": squared norm of their mean, "snr": mean_sq / variance,
     "snr_unbiased": (mean_sq - variance / draws) / variance, "floor": 1 / draws}``.
@@ -263,13 +269,21 @@ def grad_variance(
     manual_seed(seed)
     base = LookupNet(cfg, _mapping(estimator, cfg))
     if net is not None:
-        base.load_state_dict(net.state_dict(), strict=False)
+        if type(net.mapping) is not type(base.mapping):
+            raise ValueError(
+                f"grad_variance: estimator {estimator!r} needs a "
+                f"{type(base.mapping).__name__} mapping, net has "
+                f"{type(net.mapping).__name__}"
+            )
+        base.load_state_dict(net.state_dict())  # weights and REINFORCE's baseline
+        if isinstance(net.mapping, GumbelSoftmax):
+            base.mapping.tau = net.mapping.tau  # a plain attribute, not in the state
     base.train()
+    start = {k: t.clone() for k, t in base.mapping.state_dict().items()}
     gen = generator(seed + 99)
     grads = []
     for _ in range(draws):
-        if isinstance(base.mapping, ReinforceSample):  # baseline = this batch's mean
-            base.mapping = ReinforceSample(entropy_bonus=cfg.entropy_bonus)
+        base.mapping.load_state_dict(start)  # every draw from the same baseline
         loss = lookup_loss(base, lookup_batch(cfg, cfg.batch, gen))
         g = torch.autograd.grad(loss, base.score_parameters())
         grads.append(torch.cat([t.flatten() for t in g]))

@@ -3,13 +3,14 @@
 * :func:`sparsemax_sort` — ``fn(scores) -> weights``: sparsemax by sorting
 * :func:`tail_mass` — ``fn(p, k) -> mass``: the weight outside the ``k`` largest
 * :func:`entmax_vjp` — ``fn(p, g, alpha) -> J^T g``: the backward pass of α-entmax
+* :func:`fusedmax_vjp` — ``fn(p, groups, g) -> J^T g``: the backward pass of fusedmax
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...mappings import entmax15, entmax_bisect, softmax, sparsemax
+from ...mappings import entmax15, entmax_bisect, fusedmax, softmax, sparsemax
 from ..check_core import Case, CheckResult, run_check
 from ..check_diagnose import diagnosing, is_constant, same
 
@@ -17,6 +18,7 @@ __all__ = [
     "sparsemax_sort",
     "tail_mass",
     "entmax_vjp",
+    "fusedmax_vjp",
 ]
 
 _MAPPINGS = (
@@ -39,6 +41,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the library's forward passes carry its backward: autograd through them is it
     "entmax_vjp": _MAPPINGS
     + ("attnlab.mappings.softmax", "attnlab.mappings.basic.jvp_simplex"),
+    "fusedmax_vjp": _MAPPINGS
+    + ("attnlab.mappings.basic.jvp_simplex", "attnlab.kernels.tv1d.group_mean"),
 }
 
 _INF = float("-inf")
@@ -253,4 +257,108 @@ def _diagnose_vjp(case: Case, got) -> str | None:
         return "ḡ is weighted by u: sum(u * g) / sum(u), not a plain mean of g"
     if is_constant(got, exp):
         return "the gradient must depend on p and g"
+    return None
+
+
+def fusedmax_vjp(fn) -> CheckResult:
+    """Check ``fn(p, groups, g) -> J^T g`` for fusedmax's output ``p`` (one 1-D row).
+
+    ``groups`` is the group id of every position in the fused scores (as
+    :func:`attnlab.kernels.tv1d.prox_tv1d` returns it, as a long tensor). fusedmax is
+    sparsemax of the fused scores, and a group's fused value is the mean of its scores
+    plus a constant, so ``J^T g`` is sparsemax's ``s * (g - ḡ_support)`` averaged over
+    each group. The reference is autograd through :func:`attnlab.fusedmax`.
+    """
+    from ...kernels.tv1d import prox_tv1d
+
+    gen = torch.Generator().manual_seed(11)
+    bumps = _t([0.21, 1.52, 1.33, 1.61, 0.38, 1.17, 1.36, 0.12])  # two fused groups win
+    bump = _t([0.1, 1.0, 1.3, 0.8, 1.1, 0.2, -0.4, 0.3])  # the page's example
+    noisy = torch.randn(12, generator=gen, dtype=torch.float64)
+    cases = []
+    for label, x, lam, hint in [
+        ("two bumps, λ = 0.1", bumps, 0.1, ""),
+        ("two bumps, λ = 0.3", bumps, 0.3, ""),
+        ("twelve scores, λ = 0.2", noisy, 0.2, ""),
+        (
+            "the page's eight scores, λ = 0.3",
+            bump,
+            0.3,
+            "one group holds the whole support: its weights cannot change",
+        ),
+        (
+            "λ = 0: every position its own group",
+            noisy,
+            0.0,
+            "with λ = 0 fusedmax is sparsemax: s * (g - mean of g over the support)",
+        ),
+        (
+            "λ = 5: one group",
+            bump,
+            5.0,
+            "one group holding every key: p is uniform and no change of the scores "
+            "can move it",
+        ),
+        (
+            "logits x 1000, λ = 0.3",
+            _t([1.0, 3.0, 2.0, -1.0]) * 1000,
+            0.3,
+            "one key left in the support: the gradient is 0",
+        ),
+        ("length 1", _t([2.5]), 0.5, "a single key always gets weight 1: gradient 0"),
+    ]:
+        y, groups = prox_tv1d(x.numpy(), lam)
+        p = sparsemax(torch.from_numpy(y)).detach()
+        g = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+        xr = x.clone().requires_grad_()
+        (fusedmax(xr, lam=lam) * g).sum().backward()  # autograd of the library
+        gr = torch.from_numpy(groups).long()
+        cases.append(Case(label, (p, gr, g), xr.grad, hint))
+    fn, compare = diagnosing(fn, cases, _diagnose_fused)
+    return run_check(
+        "fusedmax_vjp", fn, cases, compare=compare, forbid=FORBIDDEN["fusedmax_vjp"]
+    )
+
+
+def _group_op(v: torch.Tensor, groups: torch.Tensor, mean: bool) -> torch.Tensor:
+    out = torch.empty_like(v)
+    for gid in groups.unique():
+        on = groups == gid
+        out[on] = v[on].mean() if mean else v[on].sum()
+    return out
+
+
+def _diagnose_fused(case: Case, got) -> str | None:
+    p, groups, g = case.args
+    exp = case.expected
+    if not isinstance(got, torch.Tensor) or got.shape != exp.shape:
+        return f"return the gradient with the shape of p, {tuple(exp.shape)}"
+    if bool(torch.isnan(got).any()):
+        return "no NaN: a position outside the support gets gradient 0"
+    s = (p > 0).to(g.dtype)
+    sp = _vjp_with(s, g)  # sparsemax's backward at p
+    if same(got, exp):
+        return None
+    if same(got, sp):
+        return (
+            "that is sparsemax's backward: fusedmax first fuses the scores, and a "
+            "group's fused value moves by the mean of its scores' moves; average the "
+            "gradient over each group"
+        )
+    if same(got, _group_op(sp, groups, mean=False)):
+        return (
+            "summing over a group counts it |G| times: a group's fused value is the "
+            "mean of its scores (plus a constant), so average"
+        )
+    if same(got, _group_op(g, groups, mean=True)) or same(
+        got, _group_op(g, groups, mean=True) * s
+    ):
+        return (
+            "add sparsemax's Jacobian: on the support subtract the mean of g over the "
+            "support (the weights must still sum to one)"
+        )
+    if same(got, _group_op(_vjp_with(p, g), groups, mean=True)):
+        return "sparsemax's u is the support indicator (1 on the support), not p"
+    if is_constant(got, exp) and bool(exp.abs().max() > 1e-9):
+        return "the gradient must depend on p, the groups and g"
     return None

@@ -63,8 +63,11 @@ def mapping_lab_twin(scores=(1.2, 0.9, 0.1, -0.4, 0.7, -1.0)) -> Twin:
         note="The bars are the weights p of the scaled scores s (written under each "
         "key); grey keys get exactly zero. ‖∂p/∂s‖ is the size of the Jacobian "
         "diag(u) − u uᵀ / Σu, with u = p (softmax), the support's indicator "
-        "(sparsemax) or √p (1.5-entmax): it shrinks towards 0 as the weights turn "
-        "one-hot, and the gradient that reaches the scores with it.",
+        "(sparsemax) or √p (1.5-entmax), and the gradient that reaches the scores "
+        "scales with it. For softmax and 1.5-entmax it shrinks smoothly towards 0 as "
+        "the weights turn one-hot; for sparsemax it depends only on the support size k "
+        "(it is √(k − 1)), so it stays constant while the support does, steps down as "
+        "keys drop out, and is exactly 0 once one key is left.",
     )
 
 

@@ -279,6 +279,20 @@ def viterbi(fn) -> CheckResult:
         )
         for lbl, u, A, hint in _crf_inputs()
     ]
+    # the chapter's "à" scores with agreement 2: marginals above 1/2 on "to the", but
+    # the best labelling selects nothing (the exercise's question)
+    a = torch.tensor([-1.6, -1.2, -0.7, 1.6, 0.9, -1.3], dtype=torch.float64)
+    u_a = torch.stack([torch.zeros_like(a), a], dim=-1)[None]  # (1, 6, 2)
+    A2 = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)
+    cases.append(
+        Case(
+            "'à' with agreement 2 (marginals above 1/2 on 'to the')",
+            (u_a, A2),
+            _best_path(u_a, A2),
+            "the best labelling is the argmax over whole labellings, which need not "
+            "agree with the words whose marginal is above 1/2",
+        )
+    )
     fn, compare = diagnosing(fn, cases, _diagnose_viterbi, _equal_paths)
     return run_check("viterbi", fn, cases, compare=compare, forbid=FORBIDDEN["viterbi"])
 

@@ -1,12 +1,15 @@
 """Checks for chapter 5 (self-attention).
 
-* :func:`softmax_jacobian_norm` — ``fn(d_k, scaled, n, generator) -> float``: the mean
-  Frobenius norm of the softmax Jacobian, with and without the ``1/√d_k`` scaling.
+* :func:`softmax_jacobian_norm` — ``fn(d_k, sigma, n, generator) -> float``: the mean
+  Frobenius norm of the softmax Jacobian of scaled scores whose q and k entries have
+  standard deviation ``sigma``.
 * :func:`strict_causal_padding_weights` — attention weights where a query sees only
   strictly earlier, real keys.
 * :func:`tied_log_normalisers` — the log-normalisers of tied-projection self-attention.
 * :func:`tied_log_ratio` — ``log(p_ij / p_ji)`` for every pair of a tied-projection
   head, also where the weights themselves underflow (exercise 5.3).
+* :func:`receptive_field` — ``fn(T, r, layers, causal) -> (T, T) bool``: which inputs
+  an output can depend on after stacked self-attention restricted to ``r`` neighbours.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import math
 import torch
 
 from ..check_core import Case, CheckResult, run_check, seeded
+from ..check_diagnose import diagnosing
 
 __all__ = [
     "softmax_jacobian_norm",
     "strict_causal_padding_weights",
     "tied_log_normalisers",
     "tied_log_ratio",
+    "receptive_field",
 ]
 
 # (not in __all__: every check module has one.)
@@ -39,59 +44,66 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "tied_log_normalisers": (),
     "tied_log_ratio": (),
+    "receptive_field": (),  # building the band with attnlab.band_mask is fine
 }
 
 
 @functools.cache  # deterministic, and the d_k = 256 draws are large
-def _reference_jacobian_norm(d_k, scaled, n, seed):
+def _reference_jacobian_norm(d_k, sigma, n, seed):
     generator = seeded(seed)
-    q = torch.randn(n, 1, d_k, generator=generator, dtype=torch.float64)
-    k = torch.randn(n, 16, d_k, generator=generator, dtype=torch.float64)
-    s = (q @ k.transpose(-2, -1)).squeeze(1)  # (n, 16)
-    if scaled:
-        s = s / math.sqrt(d_k)
+    q = sigma * torch.randn(n, 1, d_k, generator=generator, dtype=torch.float64)
+    k = sigma * torch.randn(n, 16, d_k, generator=generator, dtype=torch.float64)
+    s = (q @ k.transpose(-2, -1)).squeeze(1) / math.sqrt(d_k)  # (n, 16)
     p = torch.softmax(s, dim=-1)  # (n, 16)
     J = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]  # (n, 16, 16)
     return J.flatten(1).norm(dim=-1).mean().item()
 
 
 def softmax_jacobian_norm(fn) -> CheckResult:
-    """Check ``fn(d_k, scaled, n, generator) -> float``: mean ‖∂softmax/∂s‖_F.
+    """Check ``fn(d_k, sigma, n, generator) -> float``: mean ‖∂softmax/∂s‖_F.
 
-    Over ``n`` random rows of 16 scores ``s_j = q·k_j`` (divided by √d_k when
-    ``scaled``), entries of q and k standard normal. Random draws differ from the
-    reference's, so answers within a tolerance pass: 3 % where 20 reference runs with
-    n = 4000 spread by under 0.4 %, 5 % and 10 % for the unscaled d_k = 16 and 256,
-    whose estimates are noisier (up to 1.7 % and 4.7 % from the mean). The first case
-    (d_k = 1) fails the diagonal-only slip p(1 − p), which is 6 % low there.
+    Over ``n`` random rows of 16 scores ``s_j = q·k_j / √d_k``, the entries of q and k
+    independent N(0, σ²). Random draws differ from the reference's, so answers within a
+    tolerance pass, each several times the spread of 20 reference runs with n = 4000
+    (0.4 %, 0.3 %, 0.05 %, 1.5 % and 2.6 % from the mean, case by case). The cases come
+    in an order that lets the first failing one name the bug: d_k = 1, σ = 1 changes
+    nothing but the Jacobian itself (the diagonal-only slip p(1 − p) is 6 % low there);
+    d_k = 16, σ = 1 then needs the √d_k (9 % off without it); σ = 0.5 then needs σ on
+    both q and k (2 % off with σ², 6 % with σ on one side only, 22 % without it).
     """
     jac = "J = diag(p) − p pᵀ is a 16 × 16 matrix per row (the off-diagonal −p_i p_j "
     jac += "included), p = softmax over the row's 16 keys (dim=-1); take each J's "
     jac += "Frobenius norm, then the mean over the n rows"
-    hints = {
-        (1, False): f"d_k = 1, unscaled: {jac}",
-        (1, True): f"d_k = 1, so √d_k = 1 and scaling changes nothing: {jac}",
-        (16, False): "d_k = 16, scaled=False: use the raw scores q·k, no division",
-        (16, True): "d_k = 16, scaled=True: divide the scores q·k by √d_k = 4 "
-        "before the softmax",
-        (256, False): "d_k = 256, scaled=False: the raw scores are large and most rows "
-        "nearly one-hot, so ‖J‖ is small",
-        (256, True): "d_k = 256, scaled=True: divide by √d_k = 16",
-    }
-    tol = {(16, False): 0.05, (256, False): 0.10}
+    specs = [  # (d_k, sigma, tolerance, hint)
+        (1, 1.0, 0.03, f"d_k = 1 and σ = 1, so neither changes the scores: {jac}"),
+        (
+            16,
+            1.0,
+            0.03,
+            "d_k = 16, σ = 1: divide the scores q·k by √d_k = 4 before the softmax",
+        ),
+        (
+            16,
+            0.5,
+            0.015,
+            "σ = 0.5: the entries of q and of k have standard deviation σ (variance "
+            "σ²): multiply both standard-normal draws by σ",
+        ),
+        (64, 2.0, 0.06, "σ = 2, d_k = 64: scores q·k/√d_k with variance σ⁴ = 16"),
+        (256, 3.0, 0.10, "σ = 3, d_k = 256: scores q·k/√d_k with variance σ⁴ = 81"),
+    ]
     cases, tols = [], {}
-    for d_k in (1, 16, 256):
-        for scaled in (False, True):
-            ref = _reference_jacobian_norm(d_k, scaled, 4000, 500 + d_k)
-            tols[ref] = tol.get((d_k, scaled), 0.03)
-            cases.append(
-                Case(
-                    f"d_k={d_k}, scaled={scaled}",
-                    (d_k, scaled, 4000, seeded(900 + d_k)),
-                    ref,
-                    hints[d_k, scaled],
-                )
+    for d_k, sigma, tol, hint in specs:
+        ref = _reference_jacobian_norm(d_k, sigma, 4000, 500 + d_k + int(10 * sigma))
+        tols[ref] = tol
+        cases.append(
+            Case(
+                f"d_k={d_k}, sigma={sigma}",
+                (d_k, sigma, 4000, seeded(900 + d_k + int(10 * sigma))),
+                ref,
+                hint,
             )
+        )
 
     def compare(got, expected):
         got = float(got)
@@ -247,3 +259,86 @@ def tied_log_ratio(fn) -> CheckResult:
         ref = log_z[..., None, :] - log_z[..., :, None]  # (..., T, T)
         cases.append(Case(label, (X, W), ref, hints[i]))
     return run_check("tied_log_ratio", fn, cases, forbid=FORBIDDEN["tied_log_ratio"])
+
+
+def _band(T: int, r: int, causal: bool) -> torch.Tensor:
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    near = (i - j).abs() <= r  # (T, T)
+    return near & (j <= i) if causal else near
+
+
+def _reach(T: int, r: int, layers: int, causal: bool) -> torch.Tensor:
+    """After ``layers`` layers output i depends on input j iff a chain of ``layers``
+    allowed (query, key) steps leads from i to j: a band ``r * layers`` wide."""
+    reach = torch.eye(T, dtype=torch.bool)
+    band = _band(T, r, causal).double()
+    for _ in range(layers):
+        reach = (band @ reach.double()) > 0  # (T, T) @ (T, T)
+    return reach
+
+
+def receptive_field(fn) -> CheckResult:
+    """Check ``fn(T, r, layers, causal) -> (T, T)`` booleans: ``[i, j]`` is True when
+    the output of token i after ``layers`` layers of self-attention restricted to
+    ``|i - j| <= r`` (and ``j <= i`` when ``causal``) can depend on the input of token
+    j. ``layers = 0`` is the identity."""
+    specs = [
+        ((8, 2, 1, False), "one layer: query i sees the keys j with |i − j| <= r"),
+        ((8, 2, 1, True), "causal: also j <= i (the key at or before the query)"),
+        ((12, 2, 3, False), ""),
+        ((12, 2, 3, True), ""),
+        ((6, 1, 0, True), "0 layers: each output is its own input, the identity"),
+        ((1, 3, 2, False), "one token: it depends on itself only"),
+        (
+            (7, 0, 4, False),
+            "r = 0: a token attends to itself only, however many layers",
+        ),
+        ((9, 20, 2, True), "r >= T: every earlier token is in reach"),
+    ]
+    cases = [
+        Case(
+            f"T={T}, r={r}, layers={L}, causal={c}", (T, r, L, c), _reach(T, r, L, c), h
+        )
+        for (T, r, L, c), h in specs
+    ]
+
+    def compare(got, expected):
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            return False
+        return bool(torch.equal(got.detach().cpu() != 0, expected))
+
+    fn, compare = diagnosing(fn, cases, _diagnose_reach, compare)
+    return run_check(
+        "receptive_field", fn, cases, compare, forbid=FORBIDDEN["receptive_field"]
+    )
+
+
+def _diagnose_reach(case: Case, got) -> str | None:
+    T, r, layers, causal = case.args
+    exp = case.expected
+    if not isinstance(got, torch.Tensor) or got.shape != exp.shape:
+        return f"return a ({T}, {T}) tensor of booleans, [i, j] = output i, input j"
+    got = got.detach().cpu() != 0
+    if layers != 1 and torch.equal(got, _band(T, r, causal)):
+        return (
+            f"that is one layer's mask; with {layers} layers, token i hears whatever "
+            "its keys heard in the layer before"
+        )
+    if causal and torch.equal(got, _reach(T, r, layers, causal).T):
+        return "transposed: in a causal layer query i attends keys j <= i, not j >= i"
+    if causal and torch.equal(got, _reach(T, r, layers, False)):
+        return "causal: a token must not depend on later tokens (j <= i)"
+    if r > 0 and torch.equal(got, _reach(T, r - 1, layers, causal)):
+        return "off by one: |i − j| <= r, so the r-th neighbour is included"
+    if layers > 0 and torch.equal(got, _reach(T, r, layers - 1, causal)):
+        return (
+            f"one layer short: the reach grows by r with each of the {layers} layer(s)"
+        )
+    if layers > 0:
+        others = (_band(T, r, causal) & ~torch.eye(T, dtype=torch.bool)).double()
+        reach = torch.eye(T, dtype=torch.bool)
+        for _ in range(layers):
+            reach = (others @ reach.double()) > 0
+        if torch.equal(got, reach):
+            return "each query also attends to itself (the diagonal is allowed)"
+    return None
