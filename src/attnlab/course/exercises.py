@@ -55,6 +55,7 @@ KINDS = {
     "implement": "implement",
     "predict": "predict, then measure",
     "transfer": "transfer",
+    "written": "written (a derivation, no code)",
 }
 
 
