@@ -16,7 +16,8 @@ trains nothing on these pairs). One thing changes at a time:
   ``"test"`` split, scored against all of its French translations there;
 * model: :class:`attnlab.Seq2Seq` with ``d_emb = d_hidden = 48``, Luong placement,
   ``attention`` dot or None (the only difference between the two arms);
-* recipe (``page``, the one the page trains live): 300 steps of Adam, learning rate
+* recipe (``page``; ``--weights`` trains its attention arm from seed 0 again for the
+  shipped model): 300 steps of Adam, learning rate
   1e-2 with cosine decay, clipping at 1;
 * seeds 0, 1, 2: the seed sets the initial weights (``seed_everything``) and the batch
   stream, shared by both arms, so every comparison is paired;
