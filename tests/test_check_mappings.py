@@ -281,7 +281,9 @@ def test_fusedmax_vjp_solution_gradchecks():
             return good_fusedmax_vjp(p, groups, g), None
 
     x = torch.tensor([0.1, 1.0, 1.3, 0.8, 1.1, 0.2, -0.4, 0.3], dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda t: Fused.apply(t, 0.3), (x.requires_grad_(),))
+    assert torch.autograd.gradcheck(
+        lambda t: Fused.apply(t, 0.3), (x.requires_grad_(),)
+    )
 
 
 @pytest.mark.parametrize(

@@ -276,8 +276,9 @@ def grad_variance(
                 f"{type(net.mapping).__name__}"
             )
         base.load_state_dict(net.state_dict())  # weights and REINFORCE's baseline
-        if isinstance(net.mapping, GumbelSoftmax):
-            base.mapping.tau = net.mapping.tau  # a plain attribute, not in the state
+        mapping, trained = base.mapping, net.mapping
+        if isinstance(mapping, GumbelSoftmax) and isinstance(trained, GumbelSoftmax):
+            mapping.tau = trained.tau  # a plain attribute, not in the state
     base.train()
     start = {k: t.clone() for k, t in base.mapping.state_dict().items()}
     gen = generator(seed + 99)
